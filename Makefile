@@ -1,0 +1,33 @@
+# polar-cli developer tasks. `make install` then `make test` is all a new machine needs
+# (plus the system packages .ci/run installs: bubblewrap, git, node/npm).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: install test test-fast lint format bench clean
+
+install:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+
+test:
+	$(BIN)/pytest
+
+test-fast:
+	$(BIN)/pytest -m "not slow"
+
+lint:
+	$(BIN)/ruff check polar_cli tests
+	$(BIN)/ruff format --check polar_cli tests
+	$(BIN)/mypy
+
+format:
+	$(BIN)/ruff format polar_cli tests
+	$(BIN)/ruff check --fix polar_cli tests
+
+bench:
+	@for f in tests/bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,73 @@
+"""The `polar` command line: a thin shell over the library.
+
+Owns: argument parsing and turning a PolarError into one actionable line and an exit code.
+Out of scope: everything else. Each command parses, loads the recipe, and calls one library
+function. Heavy modules are imported inside the command bodies so `polar --help` stays fast
+(a test checks that sglang, litellm, transformers, datasets and pyarrow are never imported).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from polar_cli.errors import PolarError
+
+app = typer.Typer(
+    name="polar",
+    help="Generate token-faithful coding-agent trajectories at scale.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+recipe_app = typer.Typer(help="Inspect and validate recipes.", no_args_is_help=True)
+app.add_typer(recipe_app, name="recipe")
+
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a recipe key: --set pipeline.concurrency=8 (repeatable)."),
+]
+
+
+def _err(message: str) -> None:
+    typer.echo(f"polar: {message}", err=True)
+
+
+# --------------------------------------------------------------------------- recipe
+
+
+@recipe_app.command("check")
+def recipe_check(
+    recipe: Annotated[Path, typer.Argument(help="Recipe YAML file.")],
+    set_: SetOpt = None,
+) -> None:
+    """Validate a recipe and print it resolved (every default filled in)."""
+    from polar_cli.recipe import dump_recipe, load_recipe
+
+    typer.echo(dump_recipe(load_recipe(recipe, set_ or [])), nl=False)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def main() -> None:
+    """Console-script entry point: PolarError -> one line on stderr + its exit code.
+
+    Click (standalone mode) handles usage errors and --help itself; only our own errors and
+    Ctrl-C are caught here.
+    """
+    try:
+        app()
+    except PolarError as exc:
+        _err(str(exc))
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        _err("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""dataset (see DESIGN.md)."""

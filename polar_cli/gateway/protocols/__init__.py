@@ -1,0 +1,1 @@
+"""gateway/protocols (see DESIGN.md)."""

@@ -1,0 +1,306 @@
+"""The recipe: one pydantic tree describing a whole `polar generate` run.
+
+Owns: every configuration field (documented where declared), defaults, and validation.
+Out of scope: reading YAML and `--set` overrides (recipe/load.py); acting on the values.
+
+Every model forbids unknown keys; backends are chosen by a `kind` discriminator. Downstream code
+reads configuration only from here, never from `os.environ`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- inference
+
+
+class SamplingConfig(_Strict):
+    """Generation options the gateway applies when the harness does not set them."""
+
+    temperature: float = Field(1.0, ge=0.0, description="Sampling temperature.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    max_tokens: int | None = Field(
+        None, ge=1, description="Cap on sampled tokens per call (None: the harness's request)."
+    )
+
+
+class SGLangInference(_Strict):
+    """Launch `python -m sglang.launch_server` on this node (GPU nodes)."""
+
+    kind: Literal["sglang"] = "sglang"
+    model_path: str = Field(..., description="HF model id or local path passed as --model-path.")
+    served_model_name: str | None = Field(
+        None, description="--served-model-name; defaults to model_path."
+    )
+    tp_size: int = Field(1, ge=1, description="Tensor parallel size (--tp-size).")
+    context_length: int = Field(32768, ge=256, description="--context-length (tokens).")
+    host: str = Field("127.0.0.1", description="Interface SGLang binds to.")
+    port: int = Field(30000, ge=0, le=65535, description="SGLang port; 0 picks a free one.")
+    reasoning_parser: str | None = Field("qwen3", description="--reasoning-parser (None: off).")
+    tool_call_parser: str | None = Field(
+        "qwen3_coder", description="--tool-call-parser (Qwen3.5+: qwen3_coder)."
+    )
+    mem_fraction_static: float | None = Field(
+        None, gt=0.0, lt=1.0, description="--mem-fraction-static."
+    )
+    enable_thinking: bool = Field(
+        False, description="chat_template_kwargs.enable_thinking sent with every call."
+    )
+    python: str = Field("python", description="Python executable that has sglang installed.")
+    extra_args: list[str] = Field(
+        default_factory=list, description="Extra launch_server arguments, verbatim."
+    )
+    startup_timeout_s: float = Field(
+        1200.0, gt=0, description="How long to wait for /health_generate (large models: minutes)."
+    )
+    request_timeout_s: float = Field(3600.0, gt=0, description="Timeout of one upstream call.")
+    gpus_per_node: int | None = Field(
+        None, ge=1, description="GPUs used, for GPU-hour accounting (default: tp_size)."
+    )
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+
+class ExternalInference(_Strict):
+    """An already running SGLang server (talk to a worker, not the router: it drops fields)."""
+
+    kind: Literal["external"] = "external"
+    url: str = Field(..., description="Base URL, e.g. http://10.0.0.5:30000")
+    model: str = Field("default", description="Model name to send upstream.")
+    api_key: str | None = Field(None, description="Bearer key the server expects, if any.")
+    enable_thinking: bool = Field(False, description="chat_template_kwargs.enable_thinking.")
+    request_timeout_s: float = Field(3600.0, gt=0, description="Timeout of one upstream call.")
+    gpus: int | None = Field(None, ge=1, description="GPUs behind the server, for GPU-hours.")
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+
+POLICY_NAMES = ("oracle", "noop", "wrong", "empty")
+
+
+class ScriptedInference(_Strict):
+    """CPU stand-in for the model: an HTTP server speaking SGLang's chat subset, with a real
+    Qwen3 tokenizer and a deterministic scripted policy per session."""
+
+    kind: Literal["scripted"] = "scripted"
+    model: str = Field("polar-scripted", description="Model name the server reports.")
+    policies: dict[str, float] = Field(
+        default_factory=lambda: {"oracle": 1.0},
+        description="Policy -> fraction of sessions (oracle | noop | wrong | empty); sums to 1.",
+    )
+    seed: int = Field(0, description="Seed of the per-session policy draw and the drift.")
+    drift_rate: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Fraction of responses sampled as a non-canonical segmentation of their text.",
+    )
+    tokenizer: Literal["qwen3", "qwen3.5"] = Field("qwen3", description="Vocabulary to use.")
+    port: int = Field(0, ge=0, le=65535, description="Port of the stand-in server; 0 = free.")
+    request_timeout_s: float = Field(120.0, gt=0, description="Timeout of one upstream call.")
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+    @model_validator(mode="after")
+    def _check_policies(self) -> ScriptedInference:
+        unknown = sorted(set(self.policies) - set(POLICY_NAMES))
+        if unknown:
+            raise ValueError(
+                f"unknown policy {', '.join(unknown)}; valid: {', '.join(POLICY_NAMES)}"
+            )
+        if any(v < 0 for v in self.policies.values()):
+            raise ValueError("policy fractions must be >= 0")
+        total = sum(self.policies.values())
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"policy fractions must sum to 1 (got {total:g})")
+        return self
+
+
+InferenceConfig = Annotated[
+    SGLangInference | ExternalInference | ScriptedInference, Field(discriminator="kind")
+]
+
+
+# --------------------------------------------------------------------------- gateway
+
+
+class GatewayConfig(_Strict):
+    """The embedded provider-compatible proxy every harness talks to."""
+
+    host: str = Field("127.0.0.1", description="Bind address (loopback unless runtimes need more).")
+    port: int = Field(0, ge=0, le=65535, description="Port; 0 picks a free one.")
+    max_body_bytes: int = Field(
+        32 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 above)."
+    )
+    upstream_timeout_s: float | None = Field(
+        None, gt=0, description="Timeout of one upstream call (None: the backend's)."
+    )
+
+
+# --------------------------------------------------------------------------- runtime
+
+
+class LocalRuntime(_Strict):
+    """Per-session workspace on this host; the harness runs under bubblewrap when available."""
+
+    kind: Literal["local"] = "local"
+    sandbox: Literal["auto", "bwrap", "none"] = Field(
+        "auto", description="auto: bubblewrap if installed else plain process (with a warning)."
+    )
+    workdir: str | None = Field(
+        None, description="Where session workspaces live (default: <run dir>/work)."
+    )
+
+
+class ApptainerRuntime(_Strict):
+    """One Apptainer instance per session (cluster nodes)."""
+
+    kind: Literal["apptainer"] = "apptainer"
+    executable: str = Field("apptainer", description="apptainer or singularity binary.")
+    sif_cache: str = Field(
+        "~/.cache/polar/sif", description="Directory of converted images, keyed by image name."
+    )
+    harness_image: str | None = Field(
+        None, description="SIF whose harness prefix is bind-mounted read-only (images/)."
+    )
+    harness_prefix: str = Field(
+        "/opt/polar-harness", description="Path of the harness tree inside the harness image."
+    )
+    writable: Literal["tmpfs", "overlay"] = Field(
+        "tmpfs", description="--writable-tmpfs (64 MB cap unprivileged) or a per-session overlay."
+    )
+    overlay_size_mb: int = Field(4096, ge=64, description="Size of the per-session overlay.")
+    network: Literal["host", "none"] = Field(
+        "host", description="Harness instances need the host loopback to reach the gateway."
+    )
+    fakeroot: bool = Field(False, description="Pass --fakeroot.")
+    extra_flags: list[str] = Field(default_factory=list, description="More instance flags.")
+    pull_timeout_s: float = Field(3600.0, gt=0, description="Timeout of one image pull.")
+
+
+RuntimeConfig = Annotated[LocalRuntime | ApptainerRuntime, Field(discriminator="kind")]
+
+
+# --------------------------------------------------------------------------- harness
+
+HARNESS_NAMES = ("pi", "codex", "claude_code", "qwen_code", "gemini_cli")
+
+
+class HarnessConfig(_Strict):
+    """Which unmodified coding-agent harness runs in each session, and how."""
+
+    kind: Literal["pi", "codex", "claude_code", "qwen_code", "gemini_cli"] = Field(
+        "pi", description="Harness adapter."
+    )
+    version: str | None = Field(None, description="npm version (default: the adapter's pin).")
+    api: str | None = Field(
+        None,
+        description="pi only: openai-completions | openai-responses | anthropic-messages | "
+        "google-generative-ai (default openai-completions).",
+    )
+    cache_dir: str = Field(
+        "~/.cache/polar/harness", description="Shared npm install prefix cache."
+    )
+    auto_compaction: bool = Field(False, description="Let the harness compact its context.")
+    max_retries: int = Field(2, ge=0, description="Harness-side retries of a failed model call.")
+    extra_args: list[str] = Field(default_factory=list, description="Appended to the command.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+class TasksConfig(_Strict):
+    """Where tasks come from and which of them to run."""
+
+    source: str = Field(
+        ..., description="HF dataset name, or a JSONL / JSON / Parquet file, or a directory."
+    )
+    split: str = Field("train", description="Dataset split (HF sources).")
+    instance_ids: list[str] = Field(default_factory=list, description="Only these instances.")
+    repos: list[str] = Field(default_factory=list, description="Only these repositories.")
+    limit: int | None = Field(None, ge=1, description="At most this many tasks (after filters).")
+    sample: int | None = Field(None, ge=1, description="A seeded random sample of this size.")
+    seed: int = Field(0, description="Seed of `sample`.")
+    image_template: str | None = Field(
+        None, description="Image name template, e.g. 'docker://org/img.{instance_id}:latest'."
+    )
+
+
+# --------------------------------------------------------------------------- pipeline
+
+
+class PipelineConfig(_Strict):
+    """The staged scheduler: INIT -> READY -> RUNNING -> POSTRUN."""
+
+    concurrency: int = Field(8, ge=1, description="Harnesses running at once (RUNNING).")
+    samples_per_task: int = Field(1, ge=1, description="Sessions per task.")
+    timeout_s: float = Field(3600.0, gt=0, description="One shared deadline per session, from INIT.")
+    empty_generation_retries: int = Field(
+        1, ge=0, description="New attempts for an empty_generation session."
+    )
+    infra_retries: int = Field(2, ge=0, description="New attempts for an infra_error session.")
+    init_workers: int = Field(4, ge=1, description="Runtimes prepared at once (INIT).")
+    ready_buffer: int = Field(4, ge=1, description="Prepared runtimes waiting to run (READY).")
+    postrun_workers: int = Field(4, ge=1, description="Verify + write workers (POSTRUN).")
+    grace_s: float = Field(30.0, ge=0, description="On SIGTERM, how long running sessions get.")
+
+
+# --------------------------------------------------------------------------- verify / reconstruct
+
+
+class VerifyConfig(_Strict):
+    """The fresh-runtime evaluator."""
+
+    timeout_s: float = Field(900.0, gt=0, description="Time limit of one test run.")
+    test_cmd: str = Field("pytest -rA", description="Test command when the task has none.")
+    prewarm: bool = Field(True, description="Prepare the evaluator runtime while the harness runs.")
+
+
+class ReconstructConfig(_Strict):
+    """How captured calls become trainer-facing traces (DESIGN.md, Prefix merging)."""
+
+    mode: Literal["per_request", "exact", "polar"] = Field("exact", description="Merge mode.")
+    eot_id: int | None = Field(
+        None, ge=0, description="End-of-turn token id (None: the tokenizer's, Qwen <|im_end|>)."
+    )
+
+
+# --------------------------------------------------------------------------- output
+
+
+class OutputConfig(_Strict):
+    """The run directory and the dataset written into it."""
+
+    dir: str = Field("runs/polar", description="Run directory (resumed when it exists).")
+    test_fraction: float = Field(
+        0.1, ge=0.0, lt=1.0, description="Per repository, fraction of instances in test."
+    )
+    seed: int = Field(0, description="Seed of the repository-stratified split.")
+    shard_max_rows: int = Field(1000, ge=1, description="Rows per Parquet shard at most.")
+    shard_max_bytes: int = Field(
+        256 * 1024 * 1024, ge=1024, description="Approximate bytes per Parquet shard at most."
+    )
+
+
+# --------------------------------------------------------------------------- recipe
+
+
+class Recipe(_Strict):
+    """A whole run. `polar recipe check R.yaml` prints it resolved."""
+
+    name: str = Field("polar-run", description="Run / dataset name.")
+    description: str = Field("", description="Free text, copied into the dataset card.")
+    inference: InferenceConfig
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    runtime: RuntimeConfig = Field(default_factory=LocalRuntime)
+    harness: HarnessConfig = Field(default_factory=HarnessConfig)
+    tasks: TasksConfig
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    verify: VerifyConfig = Field(default_factory=VerifyConfig)
+    reconstruct: ReconstructConfig = Field(default_factory=ReconstructConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)

@@ -1,0 +1,1 @@
+"""reconstruct (see DESIGN.md)."""

@@ -1,0 +1,223 @@
+"""Frozen stage contracts: the records that flow between the product's parts.
+
+Owns: Task (input row), Completion (one captured model call), Trace (trainer-facing row),
+SessionResult (ledger row, one per attempt), TestResult, and the enums they use.
+Out of scope: validation of raw task rows (tasks/), Parquet schemas (dataset/), I/O.
+
+All token ids are plain `list[int]`, log-probs `list[float]`. Every record round-trips through
+`to_dict()` / `from_dict()` as plain JSON-able data; no heavy import (torch, pyarrow) here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+JSON = dict[str, Any]
+
+
+class Outcome(StrEnum):
+    """What happened to one attempt. Model failures and system failures are kept apart."""
+
+    ACCEPTED = "accepted"
+    TESTS_FAILED = "tests_failed"
+    NO_PATCH = "no_patch"
+    PATCH_APPLY_FAILED = "patch_apply_failed"
+    EMPTY_GENERATION = "empty_generation"
+    HARNESS_ERROR = "harness_error"
+    TIMEOUT = "timeout"
+    INFRA_ERROR = "infra_error"
+    EVAL_ERROR = "eval_error"
+
+    @property
+    def is_system_failure(self) -> bool:
+        """True when the system (not the model) failed: never score these as model failures."""
+        return self in (Outcome.INFRA_ERROR, Outcome.EVAL_ERROR)
+
+
+class ApiProtocol(StrEnum):
+    """The provider APIs the gateway speaks."""
+
+    OPENAI_CHAT = "openai_chat"
+    OPENAI_RESPONSES = "openai_responses"
+    ANTHROPIC_MESSAGES = "anthropic_messages"
+    GOOGLE_GENERATE_CONTENT = "google_generate_content"
+
+
+class TestStatus(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    MISSING = "missing"  # named in FAIL_TO_PASS / PASS_TO_PASS but absent from the log
+
+
+def _from_dict(cls: type[T], data: JSON) -> T:
+    """Build a dataclass from a dict, ignoring unknown keys and turning lists into tuples
+    where the field is a tuple. Missing optional fields take their defaults."""
+    names = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        f = names.get(key)
+        if f is None:
+            continue
+        if isinstance(value, list) and str(f.type).startswith("tuple"):
+            value = tuple(value)
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+class _Record:
+    """Mixin: plain-data conversion for the frozen records."""
+
+    def to_dict(self) -> JSON:
+        return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
+
+    @classmethod
+    def from_dict(cls: type[T], data: JSON) -> T:
+        return _from_dict(cls, data)
+
+
+@dataclass(frozen=True)
+class Task(_Record):
+    """One SWE-style task, normalised from any supported dataset shape (see tasks/)."""
+
+    instance_id: str
+    repo: str
+    base_commit: str
+    problem_statement: str
+    test_patch: str = ""
+    fail_to_pass: tuple[str, ...] = ()
+    pass_to_pass: tuple[str, ...] = ()
+    patch: str = ""  # gold patch, optional
+    image: str | None = None  # container image (docker:// name) for apptainer runtimes
+    test_cmd: str | None = None  # e.g. "pytest -rA"; None -> verify's default
+    log_parser: str | None = None  # swebench parser name; None -> pytest
+    snapshot: str | None = None  # local tasks: path to a repository snapshot (git bundle / dir)
+    hints_text: str = ""
+    version: str = ""
+    source_index: int = -1  # row index in the source, for error messages
+
+
+@dataclass(frozen=True)
+class Completion(_Record):
+    """One model call as the gateway recorded it (appended after the response was delivered)."""
+
+    call_id: str
+    session_id: str
+    seq: int
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_logprobs: list[float]
+    instance_id: str = ""
+    protocol: str = ""  # ApiProtocol value
+    harness: str = ""
+    model: str = ""
+    policy_version: str = ""
+    started_at: float = 0.0  # unix seconds
+    finished_at: float = 0.0
+    request: JSON = field(default_factory=dict)  # the original provider request body
+    messages: list[JSON] = field(default_factory=list)  # canonical OpenAI-chat messages upstream
+    tools: list[JSON] = field(default_factory=list)  # canonical OpenAI-chat tools upstream
+    finish_reason: str = ""
+    response_message: JSON = field(default_factory=dict)  # canonical assistant message
+    usage: JSON = field(default_factory=dict)
+    timings: JSON = field(default_factory=dict)  # SGLang meta_info timings (seconds)
+    parent_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Trace(_Record):
+    """A trainer-facing row: one chain of merged calls (or one call in per_request mode).
+
+    Invariants: response_ids, response_mask and response_logprobs have equal length; mask is 1
+    on sampled tokens (with their real log-prob) and 0 on inserted context (log-prob 0.0).
+    """
+
+    trace_id: str
+    session_id: str
+    call_ids: list[str]
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_mask: list[int]
+    response_logprobs: list[float]
+    num_calls: int
+    exact_context: bool
+    drift_boundaries: int
+    instance_id: str = ""
+    repo: str = ""
+    reward: float = 0.0
+    outcome: str = ""  # Outcome value of the session, once known
+
+
+@dataclass(frozen=True)
+class TestResult(_Record):
+    __test__ = False  # not a pytest class
+
+    name: str
+    status: str  # TestStatus value
+    kind: str  # "FAIL_TO_PASS" | "PASS_TO_PASS"
+
+
+@dataclass(frozen=True)
+class SessionResult(_Record):
+    """The ledger row for one attempt, written whatever happened."""
+
+    session_id: str
+    instance_id: str
+    repo: str
+    outcome: str  # Outcome value
+    attempt: int = 0
+    sample: int = 0
+    reward: float = 0.0
+    reason: str = ""  # short human-readable why (error text, log tail)
+    harness: str = ""
+    model: str = ""
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    num_calls: int = 0
+    num_traces: int = 0
+    sampled_tokens: int = 0
+    patch: str = ""
+    tests: list[JSON] = field(default_factory=list)  # TestResult.to_dict() rows
+    logs: dict[str, str] = field(default_factory=dict)  # name -> path relative to run dir
+    shard: str = ""  # "I/N" when the run is a shard
+
+
+# --------------------------------------------------------------------------- gateway <-> inference
+# The canonical (OpenAI-chat) call the gateway sends upstream and what comes back. They live here
+# because gateway/ and inference/ must not import each other; pipeline/ wires them together.
+
+
+@dataclass(frozen=True)
+class ChatRequest(_Record):
+    """One canonical upstream call: OpenAI-chat messages + tools + generation options."""
+
+    call_id: str  # unique per call; used as SGLang's `rid` so an orphaned call can be aborted
+    model: str  # the model name to send upstream (the served name, not the harness's)
+    messages: list[JSON]
+    tools: list[JSON] = field(default_factory=list)
+    # OpenAI-chat generation options as given: temperature, top_p, max_tokens, stop,
+    # tool_choice, parallel_tool_calls, seed, ... (unknown ones are dropped by the backend)
+    params: JSON = field(default_factory=dict)
+    session_id: str = ""
+    instance_id: str = ""
+
+
+@dataclass(frozen=True)
+class ChatResult(_Record):
+    """The upstream's complete answer, with the token-level record."""
+
+    message: JSON  # {"role": "assistant", "content", "reasoning_content"?, "tool_calls"?}
+    finish_reason: str  # "stop" | "length" | "tool_calls" | "abort"
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_logprobs: list[float]
+    model: str = ""
+    usage: JSON = field(default_factory=dict)  # prompt_tokens, completion_tokens, cached_tokens
+    timings: JSON = field(default_factory=dict)  # e2e_latency etc. from SGLang meta_info

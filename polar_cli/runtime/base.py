@@ -1,0 +1,94 @@
+"""The Runtime seam: an isolated place where a harness works or an evaluator runs tests.
+
+Owns: the protocol both backends (local, apptainer) implement, and the small records it uses.
+Out of scope: what runs inside (harness/, verify/), choosing a backend (pipeline/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Protocol, Self
+
+from polar_cli.records import Task
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int  # -1 when killed (timeout / cancel)
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RuntimeSpec:
+    """What to open.
+
+    purpose: "agent" (the harness works here; network to the host loopback for the gateway)
+    or "eval" (a fresh runtime from the pristine repository/image; no network needed).
+    host_dir: this runtime's own directory on the host (workspace, HOME, artifacts live under
+    it); distinct per session and per purpose.
+    harness_dir: host path of the installed harness tree, mounted read-only (agent only).
+    """
+
+    session_id: str
+    task: Task
+    host_dir: Path
+    purpose: Literal["agent", "eval"] = "agent"
+    harness_dir: Path | None = None
+
+
+class Runtime(Protocol):
+    """An async context manager; `__aenter__` materialises the repository at the task's base
+    commit and starts whatever isolation it needs, `__aexit__` always tears it down.
+
+    Paths below are as seen by commands run with `exec` (inside the sandbox/container):
+    - repo_dir: the repository at base commit (e.g. /testbed), the default cwd;
+    - home_dir: a writable, per-runtime HOME (empty at start; no host credentials);
+    - artifacts_dir: writable, persisted on the host under spec.host_dir;
+    - harness_dir: the read-only harness tree, or None.
+    """
+
+    repo_dir: str
+    home_dir: str
+    artifacts_dir: str
+    harness_dir: str | None
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run argv inside the runtime with a clean environment plus `env`. On timeout the whole
+        process tree is killed and ExecResult(timed_out=True, exit_code=-1) returned. Raises
+        InfraError only when the runtime itself is broken."""
+        ...
+
+    async def upload(self, src: Path, dst: str) -> None:
+        """Copy a host file or directory to `dst` inside the runtime."""
+        ...
+
+    async def download(self, src: str, dst: Path) -> None:
+        """Copy `src` from inside the runtime to the host path `dst`."""
+        ...
+
+    async def cancel(self) -> None:
+        """Kill everything running in the runtime now (deadline / shutdown). Idempotent."""
+        ...

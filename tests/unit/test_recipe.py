@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from polar_cli.errors import RecipeError
+from polar_cli.recipe import dump_recipe, load_recipe
+from polar_cli.recipe.load import apply_overrides, parse_override
+from polar_cli.recipe.schema import ScriptedInference
+
+MINIMAL = {"inference": {"kind": "scripted"}, "tasks": {"source": "recipes/tasks"}}
+
+
+def write(tmp_path: Path, data: object) -> Path:
+    p = tmp_path / "r.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def test_minimal_recipe_fills_defaults(tmp_path: Path) -> None:
+    r = load_recipe(write(tmp_path, MINIMAL))
+    assert isinstance(r.inference, ScriptedInference)
+    assert r.runtime.kind == "local"
+    assert r.harness.kind == "pi"
+    assert r.reconstruct.mode == "exact"
+    assert r.pipeline.empty_generation_retries == 1
+    # the resolved dump loads back to the same recipe
+    again = yaml.safe_load(dump_recipe(r))
+    assert load_recipe(write(tmp_path, again)) == r
+
+
+def test_overrides_parse_yaml_values(tmp_path: Path) -> None:
+    r = load_recipe(
+        write(tmp_path, MINIMAL),
+        [
+            "pipeline.concurrency=3",
+            "inference.policies={oracle: 0.5, empty: 0.5}",
+            "runtime.kind=apptainer",
+            "tasks.instance_ids=[a, b]",
+        ],
+    )
+    assert r.pipeline.concurrency == 3
+    assert r.inference.policies == {"oracle": 0.5, "empty": 0.5}  # type: ignore[union-attr]
+    assert r.runtime.kind == "apptainer"
+    assert r.tasks.instance_ids == ["a", "b"]
+
+
+def test_every_contract_key_is_settable(tmp_path: Path) -> None:
+    keys = [
+        "harness.kind=codex", "runtime.kind=local", "inference.kind=scripted",
+        "tasks.source=x.jsonl", "tasks.limit=5", "pipeline.concurrency=2",
+        "pipeline.samples_per_task=3", "pipeline.timeout_s=60",
+        "pipeline.empty_generation_retries=0", "reconstruct.mode=polar", "output.dir=/tmp/o",
+        "output.test_fraction=0.2", "output.seed=7", "inference.seed=3", "inference.drift_rate=0.1",
+    ]
+    r = load_recipe(write(tmp_path, MINIMAL), keys)
+    assert (r.harness.kind, r.tasks.limit, r.pipeline.samples_per_task) == ("codex", 5, 3)
+    assert (r.reconstruct.mode, r.output.test_fraction, r.output.seed) == ("polar", 0.2, 7)
+
+
+def test_bad_recipe_reports_one_line_per_problem(tmp_path: Path) -> None:
+    bad = {**MINIMAL, "pipeline": {"concurrency": 0, "bogus": 1}}
+    with pytest.raises(RecipeError) as ei:
+        load_recipe(write(tmp_path, bad), ["inference.policies={oracle: 0.5}"])
+    problems = ei.value.problems
+    assert "pipeline.concurrency: must be >= 1" in problems
+    assert any(p.startswith("pipeline.bogus: unknown key") for p in problems)
+    assert any(p.startswith("inference: policy fractions must sum to 1") for p in problems)
+    assert len(problems) == 3
+
+
+def test_unknown_kind_and_missing_section(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError) as ei:
+        load_recipe(write(tmp_path, {"inference": {"kind": "vllm"}}))
+    text = str(ei.value)
+    assert "inference" in text and "tasks: required" in text
+
+
+@pytest.mark.parametrize("item", ["noequals", "=3", "a..b=1"])
+def test_bad_set_syntax(item: str) -> None:
+    with pytest.raises(RecipeError):
+        parse_override(item)
+
+
+def test_apply_overrides_does_not_mutate_input() -> None:
+    data = {"a": {"b": 1}}
+    out = apply_overrides(data, ["a.b=2", "c.d=x"])
+    assert data == {"a": {"b": 1}} and out == {"a": {"b": 2}, "c": {"d": "x"}}
+
+
+def test_cli_recipe_check_exit_codes(tmp_path: Path, polar_argv: list[str]) -> None:
+    good = subprocess.run([*polar_argv, "recipe", "check", str(write(tmp_path, MINIMAL))],
+                          capture_output=True, text=True, timeout=60)
+    assert good.returncode == 0, good.stderr
+    assert yaml.safe_load(good.stdout)["pipeline"]["concurrency"] == 8
+    bad = subprocess.run([*polar_argv, "recipe", "check", str(tmp_path / "r.yaml"),
+                          "--set", "pipeline.concurrency=0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert "pipeline.concurrency: must be >= 1" in bad.stderr
+    assert "Traceback" not in bad.stderr
