@@ -24,7 +24,6 @@ ledger row). On stop, admission ends at once; items in INIT/READY are handed to 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
