@@ -50,6 +50,30 @@ def recipe_check(
     typer.echo(dump_recipe(load_recipe(recipe, set_ or [])), nl=False)
 
 
+# --------------------------------------------------------------------------- slurm
+
+slurm_app = typer.Typer(help="Slurm job scripts for polar generate.", no_args_is_help=True)
+app.add_typer(slurm_app, name="slurm")
+
+
+@slurm_app.command("render")
+def slurm_render(
+    recipe: Annotated[Path, typer.Option("--recipe", help="Recipe YAML file.")],
+    nodes: Annotated[int, typer.Option(help="Nodes: 1 -> one job; N -> an array of N shards.")] = 1,
+    partition: Annotated[str | None, typer.Option(help="#SBATCH --partition")] = None,
+    time: Annotated[str | None, typer.Option(help="#SBATCH --time, e.g. 24:00:00")] = None,
+    account: Annotated[str | None, typer.Option(help="#SBATCH --account")] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Print an sbatch script for this recipe (generate.sbatch or, for N nodes, a job array)."""
+    from polar_cli.pipeline.slurm import SlurmOptions, render
+    from polar_cli.recipe import load_recipe
+
+    cfg = load_recipe(recipe, set_ or [])
+    opts = SlurmOptions(nodes=nodes, partition=partition, time=time, account=account)
+    typer.echo(render(cfg, str(recipe), opts), nl=False)
+
+
 # --------------------------------------------------------------------------- entry point
 
 
