@@ -22,6 +22,7 @@ class ExecResult:
     stderr: str
     timed_out: bool = False
     duration_s: float = 0.0
+    cancelled: bool = False  # killed by Runtime.cancel() (exit_code -1)
 
 
 @dataclass(frozen=True)
