@@ -1,0 +1,80 @@
+"""The Arrow schema of trace rows, and Trace <-> Arrow table conversion.
+
+Owns: `TRACE_SCHEMA` (one column per field of records.Trace, in declaration order),
+`traces_to_table` and `table_to_traces`. Other dataset/ modules (shard writer, split, card)
+build on this file; keep it small and stable.
+Out of scope: writing files, sharding, splitting (the rest of dataset/), reconstruction.
+
+Type choices (documented here because trainers read them):
+- token ids: list<int32>. Every tokenizer vocabulary is far below 2**31; a larger id is an
+  error (pyarrow refuses it), never a silent wrap.
+- response_mask: list<int8> (0 or 1).
+- response_logprobs: list<float64>. The behaviour log-probs are stored exactly as recorded
+  (JSON floats are float64), so importance ratios computed from the dataset are bit-identical
+  to ones computed from the captured calls.
+- call_ids: list<string>; num_calls and drift_boundaries: int32; reward: float64.
+Extra columns (e.g. `split`) are appended after the Trace columns via `extra`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from polar_cli.records import Trace
+
+TOKEN_ID_TYPE = pa.int32()
+MASK_TYPE = pa.int8()
+LOGPROB_TYPE = pa.float64()
+
+TRACE_SCHEMA = pa.schema(
+    [
+        pa.field("trace_id", pa.string(), nullable=False),
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("call_ids", pa.list_(pa.string()), nullable=False),
+        pa.field("prompt_ids", pa.list_(TOKEN_ID_TYPE), nullable=False),
+        pa.field("response_ids", pa.list_(TOKEN_ID_TYPE), nullable=False),
+        pa.field("response_mask", pa.list_(MASK_TYPE), nullable=False),
+        pa.field("response_logprobs", pa.list_(LOGPROB_TYPE), nullable=False),
+        pa.field("num_calls", pa.int32(), nullable=False),
+        pa.field("exact_context", pa.bool_(), nullable=False),
+        pa.field("drift_boundaries", pa.int32(), nullable=False),
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("repo", pa.string(), nullable=False),
+        pa.field("reward", pa.float64(), nullable=False),
+        pa.field("outcome", pa.string(), nullable=False),
+    ]
+)
+TRACE_COLUMNS: tuple[str, ...] = tuple(TRACE_SCHEMA.names)  # = records.Trace's fields (tested)
+
+
+def traces_to_table(traces: Sequence[Trace], extra: dict[str, list[Any]] | None = None) -> pa.Table:
+    """An Arrow table with TRACE_SCHEMA's columns, then the `extra` columns (name -> one value
+    per trace, Arrow type inferred). Raises ValueError for an extra column of the wrong length
+    or one that shadows a Trace column."""
+    columns = {
+        name: pa.array([getattr(t, name) for t in traces], type=field.type)
+        for name, field in zip(TRACE_SCHEMA.names, TRACE_SCHEMA, strict=True)
+    }
+    table = pa.Table.from_pydict(columns, schema=TRACE_SCHEMA)
+    for name, values in (extra or {}).items():
+        if name in columns:
+            raise ValueError(f"extra column {name!r} would replace a Trace column: rename it")
+        if len(values) != len(traces):
+            raise ValueError(
+                f"extra column {name!r} has {len(values)} values for {len(traces)} traces"
+            )
+        table = table.append_column(name, pa.array(values))
+    return table
+
+
+def table_to_traces(table: pa.Table) -> list[Trace]:
+    """The Trace rows of `table` (extra columns ignored). Raises ValueError naming the missing
+    columns when the table is not a trace table."""
+    missing = [name for name in TRACE_COLUMNS if name not in table.column_names]
+    if missing:
+        raise ValueError(f"not a trace table: missing column(s) {', '.join(missing)}")
+    data = table.select(list(TRACE_COLUMNS)).to_pydict()
+    return [Trace(**{name: data[name][i] for name in TRACE_COLUMNS}) for i in range(table.num_rows)]
