@@ -221,3 +221,7 @@ class ChatResult(_Record):
     model: str = ""
     usage: JSON = field(default_factory=dict)  # prompt_tokens, completion_tokens, cached_tokens
     timings: JSON = field(default_factory=dict)  # e2e_latency etc. from SGLang meta_info
+    # the stop string (or token id) that ended generation, when one did: SGLang's
+    # choices[0].matched_stop / meta_info.finish_reason.matched. Anthropic reports a matched
+    # stop sequence as stop_reason "stop_sequence" with the string itself.
+    matched_stop: str | int | None = None
