@@ -1,0 +1,57 @@
+"""Server-sent-event framing and small id helpers shared by the protocol adapters.
+
+Owns: turning one JSON payload into one complete SSE frame (`event:` line optional), the
+`[DONE]` sentinel, and deterministic item ids derived from a response id.
+Out of scope: which events a provider sends and in what order (each adapter decides).
+
+orjson is used because frames are built on the hot path of every streamed call; it produces
+compact JSON that every harness's parser accepts (the captures were replayed with it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+DONE_FRAME = b"data: [DONE]\n\n"
+
+
+def frame(data: Any, event: str | None = None) -> bytes:
+    """One complete SSE frame: optional `event: NAME` line, one `data:` line, blank line."""
+    payload = orjson.dumps(data)
+    if event is None:
+        return b"data: " + payload + b"\n\n"
+    return b"event: " + event.encode() + b"\ndata: " + payload + b"\n\n"
+
+
+def dumps(data: Any) -> bytes:
+    """Compact JSON bytes (non-streaming bodies, error bodies)."""
+    return orjson.dumps(data)
+
+
+def id_suffix(response_id: str) -> str:
+    """The random part of a response id (`chatcmpl-abc` / `resp_abc` -> `abc`), reused so
+    every item id of one answer is traceable to the call."""
+    for sep in ("-", "_"):
+        _head, found, tail = response_id.partition(sep)
+        if found and tail:
+            return tail
+    return response_id
+
+
+def text_of(content: Any) -> str:
+    """The plain text of an OpenAI-chat content value (string, list of parts, or None)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                out.append(part["text"])
+        return "".join(out)
+    return str(content)

@@ -1,0 +1,432 @@
+"""The embedded gateway: an aiohttp server that answers harnesses in their provider's protocol,
+makes one token-faithful upstream call per model call, and records it.
+
+Owns: the HTTP surface (model calls, model listings, preconnect/health), auth by session key,
+body limits, upstream timeout / abort on disconnect, provider-shaped errors, and the moment a
+call is recorded (after its response was written out). Out of scope: translation
+(protocols/), the capture format and counters (sessions.py), starting the upstream (pipeline/).
+
+Why aiohttp.web: it is already a dependency (the inference client uses it), its C HTTP parser
+keeps per-request overhead well under a millisecond, and it cancels a handler whose client went
+away (`handler_cancellation=True`), which is exactly the signal needed to abort the upstream
+call. A single catch-all route with our own suffix dispatch is cheaper than its URL router and
+lets base URLs carry any path prefix. The access log is off (one line per call is noise at
+thousands of calls; the capture is the record).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+import orjson
+from aiohttp import web
+
+from polar_cli.errors import ContextOverflowError, UpstreamError
+from polar_cli.gateway import routing
+from polar_cli.gateway.protocols import AdapterUnavailableError, get_adapter
+from polar_cli.gateway.protocols.base import ErrorKind, ParsedRequest, RequestShapeError
+from polar_cli.gateway.routing import Route, RouteKind
+from polar_cli.gateway.sessions import Session, SessionRegistry, SessionStats
+from polar_cli.records import ApiProtocol, ChatRequest, ChatResult, Completion
+
+log = logging.getLogger("polar.gateway")
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+RESPONSE_ID_PREFIX = {
+    ApiProtocol.OPENAI_CHAT: "chatcmpl-",
+    ApiProtocol.OPENAI_RESPONSES: "resp_",
+    ApiProtocol.ANTHROPIC_MESSAGES: "msg_",
+    ApiProtocol.GOOGLE_GENERATE_CONTENT: "",
+}
+_DISCONNECTED = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
+
+
+class Upstream(Protocol):
+    """What the gateway needs from an inference backend (polar_cli.inference implements it;
+    gateway/ must not import inference/, so the seam is restated here)."""
+
+    model: str
+
+    async def chat(self, request: ChatRequest) -> ChatResult: ...
+
+    async def abort(self, call_id: str) -> None: ...
+
+
+class Gateway:
+    """`async with Gateway(upstream) as gw:` serves on `gw.base_url` until the block ends."""
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        upstream_timeout_s: float | None = None,
+        policy_version: str = "",
+    ) -> None:
+        self.upstream = upstream
+        self.host = host
+        self.port = port
+        self.max_body_bytes = max_body_bytes
+        self.upstream_timeout_s = upstream_timeout_s
+        self.policy_version = policy_version
+        self.sessions = SessionRegistry()
+        self._runner: web.AppRunner | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Self:
+        # client_max_size + 1: our own check answers 413 in the provider's shape first.
+        app = web.Application(client_max_size=self.max_body_bytes + 1)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        log.info("gateway listening on %s", self.base_url)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        self.sessions.close_all()
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def served_model(self) -> str:
+        return self.upstream.model
+
+    def urls(self) -> dict[str, str]:
+        """The base URL each kind of client should be given (each appends its own suffix)."""
+        return {
+            "openai (chat completions, responses)": f"{self.base_url}/v1",
+            "anthropic (messages)": self.base_url,
+            "google (generateContent; pi uses /v1beta)": self.base_url,
+        }
+
+    # ------------------------------------------------------------------ sessions
+
+    def register_session(
+        self,
+        session_id: str,
+        *,
+        instance_id: str,
+        harness: str,
+        capture_path: Path,
+        key: str | None = None,
+    ) -> str:
+        """Register a session; returns its key (`sk-polar-...` minted unless given)."""
+        return self.sessions.register(
+            session_id, instance_id=instance_id, harness=harness, capture_path=capture_path, key=key
+        )
+
+    def unregister_session(self, session_id: str) -> SessionStats | None:
+        return self.sessions.unregister(session_id)
+
+    def session_stats(self, session_id: str) -> SessionStats | None:
+        session = self.sessions.get(session_id)
+        return session.stats() if session is not None else None
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        route = routing.classify(request.method, request.path, request.query)
+        try:
+            if route.kind is RouteKind.GENERATE:
+                return await self._generate(request, route)
+            if route.kind is RouteKind.COUNT_TOKENS:
+                return await self._count_tokens(request, route)
+            return self._meta(request, route)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the gateway never crashes on input: last-resort 500
+            log.exception("unhandled error serving %s %s", request.method, request.path)
+            protocol = route.protocol or routing.error_protocol(request.path, request.headers)
+            return self._error(protocol, ErrorKind.UPSTREAM, f"gateway error: {exc!r}", status=500)
+
+    def _meta(self, request: web.Request, route: Route) -> web.StreamResponse:
+        model = self.served_model
+        if route.kind in (RouteKind.ROOT, RouteKind.HEALTH):
+            return _json(200, {"status": "ok", "service": "polar-gateway", "model": model})
+        if route.kind is RouteKind.LIST_MODELS:
+            if route.protocol is ApiProtocol.GOOGLE_GENERATE_CONTENT:
+                return _json(200, {"models": [_google_model(model)]})
+            return _json(200, {"object": "list", "data": [_openai_model(model)],
+                               "has_more": False, "first_id": model, "last_id": model})  # fmt: skip
+        if route.kind is RouteKind.GET_MODEL:
+            # Any name is served (the requested name is restored in every answer).
+            name = route.model or model
+            if route.protocol is ApiProtocol.GOOGLE_GENERATE_CONTENT:
+                return _json(200, _google_model(name.removeprefix("models/")))
+            return _json(200, _openai_model(name))
+        protocol = route.protocol or routing.error_protocol(request.path, request.headers)
+        if route.kind is RouteKind.METHOD_NOT_ALLOWED:
+            return self._error(protocol, ErrorKind.NOT_FOUND, f"{request.method} {request.path}: "
+                               "method not allowed (model calls are POST)", status=405)  # fmt: skip
+        return self._error(protocol, ErrorKind.NOT_FOUND, f"no such endpoint: {request.method} "
+                           f"{request.path}")  # fmt: skip
+
+    # ------------------------------------------------------------------ model calls
+
+    async def _read_json(
+        self, request: web.Request, protocol: ApiProtocol
+    ) -> tuple[Any, web.StreamResponse | None]:
+        """The decoded body, or an error response (413 / 400) to send instead."""
+        if request.content_length is not None and request.content_length > self.max_body_bytes:
+            return None, self._too_large(protocol, request.content_length)
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return None, self._too_large(protocol, None)
+        if len(raw) > self.max_body_bytes:
+            return None, self._too_large(protocol, len(raw))
+        try:
+            return orjson.loads(raw), None
+        except orjson.JSONDecodeError as exc:
+            return None, self._error(protocol, ErrorKind.INVALID_REQUEST,
+                                     f"request body is not valid JSON: {exc}")  # fmt: skip
+
+    async def _generate(self, request: web.Request, route: Route) -> web.StreamResponse:
+        started = time.time()
+        guess = route.protocol or routing.error_protocol(request.path, request.headers)
+        session = self.sessions.by_key(routing.session_key(request.headers, request.query))
+        if session is None:
+            return self._error(guess, ErrorKind.AUTHENTICATION, "unknown or missing API key: use "
+                               "the sk-polar-... key polar registered for this session")  # fmt: skip
+        body, failure = await self._read_json(request, guess)
+        if failure is not None:
+            session.errors += 1
+            return failure
+        protocol = route.protocol or routing.protocol_from_body(body, request.headers)
+        try:
+            adapter = get_adapter(protocol)
+            parsed = adapter.parse_request(body, path_model=route.model)
+        except AdapterUnavailableError as exc:
+            session.errors += 1
+            return _json(501, {"error": {"message": str(exc), "type": "not_implemented"}})
+        except RequestShapeError as exc:
+            session.errors += 1
+            return self._error(protocol, ErrorKind.INVALID_REQUEST, str(exc))
+        except Exception as exc:  # an adapter must never take the gateway down
+            session.errors += 1
+            log.debug("adapter %s rejected a request", protocol, exc_info=True)
+            return self._error(protocol, ErrorKind.INVALID_REQUEST,
+                               f"malformed {protocol.value} request ({type(exc).__name__}: {exc})")  # fmt: skip
+        extra = {**parsed.extra, "created": int(started)}
+        stream = parsed.stream if route.stream is None else route.stream
+        parsed = dataclasses.replace(parsed, extra=extra, stream=stream)
+        call_id = uuid.uuid4().hex
+        upstream_req = ChatRequest(
+            call_id=call_id,
+            model=self.upstream.model,
+            messages=parsed.messages,
+            tools=parsed.tools,
+            params=parsed.params,
+            session_id=session.session_id,
+            instance_id=session.instance_id,
+        )
+        session.in_flight += 1
+        try:
+            result, failure = await self._call_upstream(session, protocol, upstream_req)
+            if failure is not None:
+                return failure
+            assert result is not None
+            response_id = RESPONSE_ID_PREFIX[protocol] + call_id[:24]
+            try:
+                if stream:
+                    frames = b"".join(
+                        adapter.render_stream(parsed, result, response_id=response_id)
+                    )
+                    if not route.sse:  # Google stream without alt=sse: a JSON array of chunks
+                        frames = _sse_to_json_array(frames)
+                    content_type = "text/event-stream" if route.sse else "application/json"
+                else:
+                    frames = orjson.dumps(
+                        adapter.render_response(parsed, result, response_id=response_id)
+                    )
+                    content_type = "application/json"
+            except Exception as exc:
+                session.errors += 1
+                log.exception("rendering the %s answer failed", protocol)
+                return self._error(protocol, ErrorKind.UPSTREAM, f"cannot render answer: {exc!r}")
+            response = web.StreamResponse(
+                status=200, headers={"Content-Type": content_type, "Cache-Control": "no-cache"}
+            )
+            response.content_length = len(frames)
+            try:
+                await response.prepare(request)
+                await response.write(frames)
+                await response.write_eof()
+            except _DISCONNECTED:
+                # Flush before recording: a client that went away must not get a call recorded.
+                session.disconnects += 1
+                return response
+            self._record(session, protocol, body, parsed, upstream_req, result, started)
+            return response
+        finally:
+            session.in_flight -= 1
+
+    async def _call_upstream(
+        self, session: Session, protocol: ApiProtocol, req: ChatRequest
+    ) -> tuple[ChatResult | None, web.StreamResponse | None]:
+        try:
+            async with asyncio.timeout(self.upstream_timeout_s):
+                return await self.upstream.chat(req), None
+        except asyncio.CancelledError:
+            # The client disconnected (aiohttp cancels the handler): free the upstream slot.
+            session.disconnects += 1
+            await self._abort(req.call_id)
+            raise
+        except TimeoutError:
+            session.errors += 1
+            await self._abort(req.call_id)
+            return None, self._error(protocol, ErrorKind.TIMEOUT, "the model server did not answer "
+                                     f"within {self.upstream_timeout_s:g} s")  # fmt: skip
+        except ContextOverflowError as exc:
+            session.errors += 1
+            return None, self._error(protocol, ErrorKind.CONTEXT_OVERFLOW, str(exc))
+        except UpstreamError as exc:
+            session.errors += 1
+            kind = {504: ErrorKind.TIMEOUT, 503: ErrorKind.OVERLOADED,
+                    529: ErrorKind.OVERLOADED}.get(exc.status, ErrorKind.UPSTREAM)  # fmt: skip
+            return None, self._error(protocol, kind, f"model server error: {exc}")
+        except Exception as exc:
+            session.errors += 1
+            log.warning("upstream call %s failed: %r", req.call_id, exc)
+            return None, self._error(protocol, ErrorKind.UPSTREAM, f"model server error: {exc!r}")
+
+    async def _abort(self, call_id: str) -> None:
+        try:
+            await self.upstream.abort(call_id)
+        except Exception:  # best effort by contract
+            log.debug("abort of %s failed", call_id, exc_info=True)
+
+    def _record(
+        self,
+        session: Session,
+        protocol: ApiProtocol,
+        body: Any,
+        parsed: ParsedRequest,
+        req: ChatRequest,
+        result: ChatResult,
+        started: float,
+    ) -> None:
+        if session.closed:
+            log.warning("session %s was unregistered mid-call; call %s not recorded",
+                        session.session_id, req.call_id)  # fmt: skip
+            return
+        completion = Completion(
+            call_id=req.call_id,
+            session_id=session.session_id,
+            seq=session.next_seq(),
+            prompt_ids=result.prompt_ids,
+            response_ids=result.response_ids,
+            response_logprobs=result.response_logprobs,
+            instance_id=session.instance_id,
+            protocol=protocol.value,
+            harness=session.harness,
+            model=result.model or req.model,
+            policy_version=self.policy_version,
+            started_at=started,
+            finished_at=time.time(),
+            request=body,
+            messages=req.messages,
+            tools=req.tools,
+            finish_reason=result.finish_reason,
+            response_message=result.message,
+            usage=result.usage,
+            timings=result.timings,
+            parent_call_id=session.parent_of(result.prompt_ids, req.call_id),
+        )
+        try:
+            session.append(completion)
+        except Exception:
+            session.errors += 1
+            log.exception("cannot record call %s of session %s", req.call_id, session.session_id)
+
+    async def _count_tokens(self, request: web.Request, route: Route) -> web.StreamResponse:
+        """Anthropic count_tokens / Google countTokens. The gateway holds no tokenizer, so this
+        is an estimate (UTF-8 bytes / 4, the usual heuristic); harnesses use it only to decide
+        when to compact, and the real count comes back in every answer's usage."""
+        protocol = route.protocol or ApiProtocol.ANTHROPIC_MESSAGES
+        session = self.sessions.by_key(routing.session_key(request.headers, request.query))
+        if session is None:
+            return self._error(protocol, ErrorKind.AUTHENTICATION, "unknown or missing API key")
+        body, failure = await self._read_json(request, protocol)
+        if failure is not None:
+            return failure
+        estimate = max(1, len(orjson.dumps(body)) // 4)
+        if protocol is ApiProtocol.GOOGLE_GENERATE_CONTENT:
+            return _json(200, {"totalTokens": estimate})
+        return _json(200, {"input_tokens": estimate})
+
+    # ------------------------------------------------------------------ errors
+
+    def _too_large(self, protocol: ApiProtocol, size: int | None) -> web.StreamResponse:
+        got = f"{size} bytes" if size is not None else "more"
+        return self._error(protocol, ErrorKind.REQUEST_TOO_LARGE, f"request body is {got}; the "
+                           f"gateway accepts at most {self.max_body_bytes} bytes "
+                           "(gateway.max_body_bytes)")  # fmt: skip
+
+    def _error(
+        self, protocol: ApiProtocol, kind: ErrorKind, message: str, *, status: int | None = None
+    ) -> web.StreamResponse:
+        try:
+            code, body = get_adapter(protocol).render_error(kind, message)
+        except Exception:  # adapter missing or broken: OpenAI's envelope is the lingua franca
+            from polar_cli.gateway.protocols.openai_chat import render_error
+
+            code, body = render_error(kind, message)
+        return _json(status or code, body)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _json(status: int, body: Any) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+def _openai_model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "type": "model", "created": 0,
+            "created_at": "1970-01-01T00:00:00Z", "owned_by": "polar", "display_name": name}  # fmt: skip
+
+
+def _google_model(name: str) -> dict[str, Any]:
+    return {
+        "name": f"models/{name}",
+        "baseModelId": name,
+        "version": "polar",
+        "displayName": name,
+        "inputTokenLimit": 1_048_576,
+        "outputTokenLimit": 65_536,
+        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+    }
+
+
+def _sse_to_json_array(frames: bytes) -> bytes:
+    payloads = [
+        line[len(b"data: ") :]
+        for line in frames.split(b"\n")
+        if line.startswith(b"data: ") and line != b"data: [DONE]"
+    ]
+    return b"[" + b",".join(payloads) + b"]"
