@@ -74,6 +74,49 @@ def slurm_render(
     typer.echo(render(cfg, str(recipe), opts), nl=False)
 
 
+# --------------------------------------------------------------------------- reconstruct
+
+MAX_PROBLEMS_SHOWN = 50  # bad input lines printed by `polar reconstruct` (the rest are counted)
+
+
+@app.command("reconstruct")
+def reconstruct(
+    calls: Annotated[
+        list[Path], typer.Argument(help="Completion JSONL file(s) (completions.jsonl).")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Parquet file to write.")] = Path(
+        "traces.parquet"
+    ),
+    mode: Annotated[
+        str, typer.Option("--mode", help="per_request | exact (context preserved) | polar.")
+    ] = "exact",
+    eot_id: Annotated[
+        int, typer.Option("--eot-id", help="End-of-turn token id (Qwen <|im_end|> = 151645).")
+    ] = 151645,
+    skip_incomplete: Annotated[
+        bool, typer.Option(help="Leave out sessions that had a bad line (default: keep, flagged).")
+    ] = False,
+) -> None:
+    """Turn captured model calls into trainer-facing traces (Parquet) and print the statistics.
+
+    Bad lines are reported as FILE:LINE and skipped; exit 2 only when nothing usable was read."""
+    from rich.console import Console
+
+    from polar_cli.pipeline.reconstruct_files import reconstruct_files, stats_table
+
+    report = reconstruct_files(
+        calls, mode=mode, eot_id=eot_id, out=out, skip_incomplete=skip_incomplete
+    )
+    for problem in report.problems[:MAX_PROBLEMS_SHOWN]:
+        _err(str(problem))
+    if len(report.problems) > MAX_PROBLEMS_SHOWN:
+        _err(f"... and {len(report.problems) - MAX_PROBLEMS_SHOWN} more problem line(s)")
+    for session in report.incomplete_sessions:
+        verb = "skipped" if session in report.skipped_sessions else "kept, session_complete=false"
+        _err(f"session {session}: had bad line(s); {verb}")
+    Console().print(stats_table(report))
+
+
 # --------------------------------------------------------------------------- entry point
 
 

@@ -1,0 +1,254 @@
+"""`polar reconstruct`: completion JSONL files in, a Parquet file of traces out.
+
+Owns: reading and checking completion rows line by line (every bad line reported as
+file:line and why, the rest still read), reconstruction of every session found, and writing
+the traces as one Parquet file (atomically: written beside it, then renamed).
+Out of scope: the merge rules (reconstruct/), the Arrow schema (dataset/schema.py), sharding
+and splitting a dataset (dataset/), printing (cli.py).
+
+A row needs `call_id`, `session_id`, `seq`, `prompt_ids`, `response_ids` and
+`response_logprobs` (same length as `response_ids`); `instance_id` is used when present. The
+other Completion fields are not needed to reconstruct and are not loaded.
+
+A session with a bad line is still reconstructed from its good lines and flagged: its traces
+carry `session_complete = false` and the report names it. This is safe because reconstruction
+never invents tokens: the missing call's sampled tokens can only reappear as mask-0 context of a
+later call (where they were context), never as trained tokens, and every good call keeps its own
+tokens and log-probs. Use `skip_incomplete=True` (CLI `--skip-incomplete`) to leave such
+sessions out instead. A line whose session cannot be read at all (not JSON, no session_id)
+cannot be attributed and is only reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from polar_cli.errors import InputError
+from polar_cli.reconstruct import Reconstruction, ReconstructStats, reconstruct_all
+from polar_cli.records import Completion
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+MAX_TOKEN_ID = 2**31 - 1  # the trace schema stores ids as int32
+_NOT_DECODED = object()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the input, located as precisely as possible."""
+
+    path: str
+    line: int  # 1-based; 0 for a problem with the whole file
+    message: str
+    session_id: str | None = None  # the session it affects, when known
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class CallsRead:
+    """What `read_completion_files` found."""
+
+    completions: list[Completion]
+    problems: list[Problem]
+    incomplete_sessions: frozenset[str]  # sessions with at least one bad line
+    lines: int  # non-blank lines seen
+
+
+@dataclass(frozen=True)
+class ReconstructReport:
+    """The outcome of `reconstruct_files`."""
+
+    out: Path
+    stats: ReconstructStats
+    problems: list[Problem]
+    incomplete_sessions: list[str]  # reconstructed from their good lines, flagged
+    skipped_sessions: list[str] = field(default_factory=list)  # left out (skip_incomplete)
+
+
+def _token_ids(row: dict[str, Any], name: str) -> list[int]:
+    ids = row.get(name)
+    if not isinstance(ids, list):
+        raise ValueError(f"{name}: expected a list of token ids, got {type(ids).__name__}")
+    if not set(map(type, ids)) <= {int}:
+        bad = next(x for x in ids if type(x) is not int)
+        raise ValueError(f"{name}: token ids must be integers, found {bad!r}")
+    if ids and (min(ids) < 0 or max(ids) > MAX_TOKEN_ID):
+        raise ValueError(f"{name}: token ids must be in 0..{MAX_TOKEN_ID}")
+    return ids
+
+
+def parse_completion(row: Any) -> Completion:
+    """A Completion from one decoded JSON row, or ValueError saying what is wrong."""
+    if not isinstance(row, dict):
+        raise ValueError(f"expected a JSON object, got {type(row).__name__}")
+    for name in ("call_id", "session_id"):
+        value = row.get(name)
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
+    seq = row.get("seq")
+    if type(seq) is not int:
+        raise ValueError(f"seq: expected an integer, got {seq!r}")
+    instance_id = row.get("instance_id") or ""
+    if not isinstance(instance_id, str):
+        raise ValueError(f"instance_id: expected a string, got {instance_id!r}")
+    prompt_ids = _token_ids(row, "prompt_ids")
+    response_ids = _token_ids(row, "response_ids")
+    logprobs = row.get("response_logprobs")
+    if not isinstance(logprobs, list) or not set(map(type, logprobs)) <= {float, int}:
+        raise ValueError("response_logprobs: expected a list of numbers (null is not a log-prob)")
+    if len(logprobs) != len(response_ids):
+        raise ValueError(
+            f"response_logprobs has {len(logprobs)} values for {len(response_ids)} response_ids"
+        )
+    return Completion(
+        call_id=row["call_id"],
+        session_id=row["session_id"],
+        seq=seq,
+        prompt_ids=prompt_ids,
+        response_ids=response_ids,
+        response_logprobs=[float(x) for x in logprobs],
+        instance_id=instance_id,
+    )
+
+
+def _decode(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        # The stdlib also accepts NaN / -Infinity (json.dumps writes them for -inf log-probs).
+        return json.loads(line)
+
+
+def read_completion_files(paths: Sequence[Path]) -> CallsRead:
+    """Every good row of `paths` (JSONL), with a Problem for each bad line or unreadable file.
+    A call_id seen twice in one session keeps its first row (the repeat is reported)."""
+    completions: list[Completion] = []
+    problems: list[Problem] = []
+    incomplete: set[str] = set()
+    first_seen: dict[tuple[str, str], str] = {}
+    lines = 0
+    for path in paths:
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 - closed below, per file
+        except OSError as exc:
+            problems.append(Problem(str(path), 0, f"cannot read: {exc.strerror or exc}"))
+            continue
+        with handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                lines += 1
+                where = f"{path}:{number}"
+                row: Any = _NOT_DECODED
+                try:
+                    row = _decode(raw)
+                    call = parse_completion(row)
+                except (ValueError, UnicodeDecodeError) as exc:
+                    session = row.get("session_id") if isinstance(row, dict) else None
+                    session = session if isinstance(session, str) and session else None
+                    if session is not None:
+                        incomplete.add(session)
+                    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    if row is _NOT_DECODED:
+                        reason = f"not valid JSON ({reason})"
+                    problems.append(Problem(str(path), number, reason, session))
+                    continue
+                key = (call.session_id, call.call_id)
+                if key in first_seen:
+                    problems.append(
+                        Problem(
+                            str(path),
+                            number,
+                            f"call_id {call.call_id!r} already read at {first_seen[key]}; "
+                            "this repeat is ignored",
+                            call.session_id,
+                        )
+                    )
+                    continue
+                first_seen[key] = where
+                completions.append(call)
+    return CallsRead(completions, problems, frozenset(incomplete), lines)
+
+
+def write_traces_parquet(result: Reconstruction, out: Path, incomplete: frozenset[str]) -> None:
+    """Write `result.traces` to `out` (TRACE_SCHEMA + a `session_complete` column)."""
+    import pyarrow.parquet as pq
+
+    from polar_cli.dataset.schema import traces_to_table
+
+    complete = [t.session_id not in incomplete for t in result.traces]
+    table = traces_to_table(result.traces, extra={"session_complete": complete})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    pq.write_table(table, partial)
+    os.replace(partial, out)
+
+
+def reconstruct_files(
+    paths: Sequence[Path],
+    *,
+    mode: str,
+    eot_id: int,
+    out: Path,
+    skip_incomplete: bool = False,
+) -> ReconstructReport:
+    """Read `paths`, reconstruct every session, write `out` (Parquet) and report.
+
+    Raises InputError (exit 2) only when nothing usable was read; its problems list the
+    first bad lines. An unknown mode raises InputError before anything is read.
+    """
+    from polar_cli.reconstruct import MergeMode
+
+    MergeMode.parse(mode)
+    read = read_completion_files(paths)
+    skipped = sorted(read.incomplete_sessions) if skip_incomplete else []
+    usable = read.completions
+    if skip_incomplete:
+        usable = [c for c in usable if c.session_id not in read.incomplete_sessions]
+    if not usable:
+        shown = [str(p) for p in read.problems[:20]]
+        if len(read.problems) > 20:
+            shown.append(f"... and {len(read.problems) - 20} more")
+        raise InputError(
+            f"no usable completion in {len(paths)} file(s) ({read.lines} non-blank line(s)): "
+            "each line must be a JSON object with call_id, session_id, seq, prompt_ids, "
+            "response_ids, response_logprobs",
+            problems=shown,
+        )
+    result = reconstruct_all(usable, mode=mode, eot_id=eot_id)
+    write_traces_parquet(result, out, read.incomplete_sessions)
+    present = {c.session_id for c in read.completions}
+    return ReconstructReport(
+        out=out,
+        stats=result.stats,
+        problems=read.problems,
+        incomplete_sessions=sorted(read.incomplete_sessions & present),
+        skipped_sessions=skipped,
+    )
+
+
+def stats_table(report: ReconstructReport) -> Table:
+    """The run's statistics as a rich table (what `polar reconstruct` prints)."""
+    from rich.table import Table
+
+    table = Table(title=f"reconstructed -> {report.out}", show_header=True)
+    table.add_column("statistic")
+    table.add_column("value", justify="right")
+    for name, value in report.stats.to_dict().items():
+        table.add_row(name, f"{value:,}")
+    if report.incomplete_sessions:
+        table.add_row("incomplete_sessions", f"{len(report.incomplete_sessions):,}")
+    if report.skipped_sessions:
+        table.add_row("skipped_sessions", f"{len(report.skipped_sessions):,}")
+    return table
