@@ -19,11 +19,15 @@ class InferenceBackend(Protocol):
     - `base_url` is the server's HTTP base URL (SGLang's protocol subset);
     - `model` is the model name to send upstream;
     - `chat()` makes one token-faithful, non-streaming call. It raises UpstreamError
-      (ContextOverflowError for a prompt that does not fit) and never returns partial results.
+      (ContextOverflowError for a prompt that does not fit) and never returns partial results;
+    - `eot_id` is the model's end-of-turn token id (reconstruction's EOT; Qwen `<|im_end|>`);
+    - `gpus` is how many GPUs serve the model, for GPU-hour accounting (0 for the stand-in).
     """
 
     base_url: str
     model: str
+    eot_id: int
+    gpus: int
 
     async def __aenter__(self) -> Self: ...
 

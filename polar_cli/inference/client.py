@@ -1,0 +1,252 @@
+"""The one SGLang HTTP client every backend kind uses for its calls.
+
+Owns: building SGLang's token-faithful `/v1/chat/completions` request from a ChatRequest, the
+pooled aiohttp session, reading the answer into a ChatResult (ids and log-probs from
+`meta_info.output_token_logprobs`, prompt ids from `prompt_token_ids`), mapping failures to
+typed errors, `/abort_request`, and the readiness probe.
+Out of scope: starting servers (sglang.py, scripted.py), translating provider protocols
+(gateway/).
+
+Error mapping: SGLang's 400 "The input (N tokens) is longer than the model's context length
+(M tokens)." and "Requested token count exceeds the model's maximum context length ..."
+-> ContextOverflowError; any other 4xx/5xx -> UpstreamError with that status; connection
+failure -> UpstreamError(502); timeout -> UpstreamError(504); a 200 without the token record
+-> UpstreamError(502) (the server is too old or a router dropped the extension fields).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+
+from polar_cli.errors import ContextOverflowError, UpstreamError
+from polar_cli.recipe.schema import SamplingConfig
+from polar_cli.records import ChatRequest, ChatResult
+
+SESSION_HEADER = "X-Polar-Session-Id"
+INSTANCE_HEADER = "X-Polar-Instance-Id"
+ABORT_TIMEOUT_S = 5.0
+POOL_LIMIT = 1024  # concurrent connections to the server (harnesses x calls in flight)
+
+# OpenAI-chat generation options passed through to SGLang; anything else is dropped.
+PASSTHROUGH_PARAMS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "stop",
+        "stop_token_ids",
+        "tool_choice",
+        "parallel_tool_calls",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+        "response_format",
+        "logit_bias",
+        "n",
+        "min_tokens",
+        "ignore_eos",
+        "skip_special_tokens",
+        "separate_reasoning",
+    }
+)
+_OVERFLOW_MARKERS = (
+    "longer than the model's context length",
+    "exceeds the model's maximum context length",
+)
+
+
+def build_body(
+    request: ChatRequest, *, enable_thinking: bool, sampling: SamplingConfig | None = None
+) -> dict[str, Any]:
+    """The SGLang request body for one call. Recipe sampling fills what the harness left out;
+    `sampling.max_tokens` caps the harness's own value."""
+    params = {k: v for k, v in request.params.items() if k in PASSTHROUGH_PARAMS and v is not None}
+    if sampling is not None:
+        params.setdefault("temperature", sampling.temperature)
+        params.setdefault("top_p", sampling.top_p)
+        if sampling.max_tokens is not None:
+            for key in ("max_completion_tokens", "max_tokens"):
+                if key in params:
+                    params[key] = min(int(params[key]), sampling.max_tokens)
+            if "max_tokens" not in params and "max_completion_tokens" not in params:
+                params["max_tokens"] = sampling.max_tokens
+    body: dict[str, Any] = {
+        **params,
+        "model": request.model,
+        "messages": request.messages,
+        "stream": False,
+        "logprobs": True,
+        "return_prompt_token_ids": True,
+        "return_meta_info": True,
+        "rid": request.call_id,
+        "chat_template_kwargs": {"enable_thinking": enable_thinking},
+    }
+    if request.tools:
+        body["tools"] = request.tools
+    return body
+
+
+def _error_message(text: str) -> str:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return text.strip()[:500]
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail")
+            if msg:
+                return str(msg)
+        elif isinstance(err, str):
+            return err
+        if "detail" in data:
+            return str(data["detail"])
+    return text.strip()[:500]
+
+
+def parse_result(data: dict[str, Any], model: str) -> ChatResult:
+    """A ChatResult from SGLang's non-streaming answer (raises UpstreamError when incomplete)."""
+    try:
+        choice = data["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        raise UpstreamError("inference server answered without choices", status=502) from None
+    meta = choice.get("meta_info") or data.get("meta_info") or {}
+    prompt_ids = choice.get("prompt_token_ids", data.get("prompt_token_ids"))
+    out = meta.get("output_token_logprobs")
+    if prompt_ids is None or out is None:
+        raise UpstreamError(
+            "inference server returned no token record (prompt_token_ids / "
+            "meta_info.output_token_logprobs): use SGLang >= 0.5.13 and talk to a worker, "
+            "not the router",
+            status=502,
+        )
+    response_ids = [int(item[1]) for item in out]
+    response_logprobs = [float(item[0]) if item[0] is not None else 0.0 for item in out]
+    msg = choice.get("message") or {}
+    message: dict[str, Any] = {"role": "assistant", "content": msg.get("content")}
+    if msg.get("reasoning_content"):
+        message["reasoning_content"] = msg["reasoning_content"]
+    if msg.get("tool_calls"):
+        message["tool_calls"] = msg["tool_calls"]
+    finish = choice.get("finish_reason")
+    if not finish:
+        ftype = (meta.get("finish_reason") or {}).get("type", "stop")
+        finish = "tool_calls" if message.get("tool_calls") and ftype == "stop" else ftype
+    usage = dict(data.get("usage") or {})
+    usage.setdefault("prompt_tokens", len(prompt_ids))
+    usage.setdefault("completion_tokens", len(response_ids))
+    usage.setdefault("cached_tokens", meta.get("cached_tokens", 0))
+    timings = {
+        k: v
+        for k, v in meta.items()
+        if k.endswith(("_latency", "_time", "_duration")) and isinstance(v, (int, float))
+    }
+    return ChatResult(
+        message=message,
+        finish_reason=str(finish),
+        prompt_ids=[int(i) for i in prompt_ids],
+        response_ids=response_ids,
+        response_logprobs=response_logprobs,
+        model=str(data.get("model") or model),
+        usage=usage,
+        timings=timings,
+    )
+
+
+class SGLangClient:
+    """Pooled HTTP client of one SGLang(-compatible) server. Use as an async context manager."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float,
+        enable_thinking: bool = False,
+        sampling: SamplingConfig | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.enable_thinking = enable_thinking
+        self.sampling = sampling
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> SGLangClient:
+        connector = aiohttp.TCPConnector(limit=POOL_LIMIT)
+        self._session = aiohttp.ClientSession(connector=connector, headers=self._headers)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("SGLangClient used outside `async with`")
+        return self._session
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        body = build_body(request, enable_thinking=self.enable_thinking, sampling=self.sampling)
+        headers = {SESSION_HEADER: request.session_id, INSTANCE_HEADER: request.instance_id}
+        url = f"{self.base_url}/v1/chat/completions"
+        try:
+            async with self.session.post(
+                url, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout_s)
+            ) as resp:
+                text = await resp.text()
+                status = resp.status
+        except TimeoutError:
+            raise UpstreamError(
+                f"inference call {request.call_id} timed out after {self.timeout_s:g} s "
+                f"({url}); raise inference.request_timeout_s if the model is just slow",
+                status=504,
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(
+                f"inference server at {self.base_url} unreachable: {exc}", status=502
+            ) from exc
+        if status != 200:
+            message = _error_message(text)
+            if status == 400 and any(m in message for m in _OVERFLOW_MARKERS):
+                raise ContextOverflowError(message)
+            raise UpstreamError(f"inference server answered {status}: {message}", status=status)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            raise UpstreamError("inference server answered invalid JSON", status=502) from None
+        return parse_result(data, request.model)
+
+    async def abort(self, call_id: str) -> None:
+        """POST /abort_request {"rid": call_id}; best effort, never raises."""
+        if self._session is None:
+            return
+        try:
+            async with self._session.post(
+                f"{self.base_url}/abort_request",
+                json={"rid": call_id},
+                timeout=aiohttp.ClientTimeout(total=ABORT_TIMEOUT_S),
+            ) as resp:
+                await resp.read()
+        except (aiohttp.ClientError, TimeoutError):
+            return
+
+    async def probe(self, path: str = "/health_generate", timeout_s: float = 5.0) -> int | None:
+        """GET `path`; the status, or None when the server cannot be reached."""
+        try:
+            async with self.session.get(
+                f"{self.base_url}{path}", timeout=aiohttp.ClientTimeout(total=timeout_s)
+            ) as resp:
+                await resp.read()
+                return resp.status
+        except (aiohttp.ClientError, TimeoutError):
+            return None

@@ -1,0 +1,163 @@
+"""The scripted policies of the CPU stand-in model: what it "says" on each call.
+
+Owns: the deterministic per-session policy draw, the shell-tool detection across harnesses, and
+the text each policy emits given the conversation so far (`oracle`, `noop`, `wrong`, `empty`),
+plus the seeded per-call draws (drift) and the synthetic log-probs.
+Out of scope: tokenisation, HTTP, parsing (scripted_server.py, template.py).
+
+Every draw uses SHA-256 of its inputs, never Python's `hash()` (salted per process), so the same
+(seed, session) gets the same policy in every process and run.
+
+Synthetic log-probs (documented, not a model's): token i of call `call_id` gets
+`-(0.001 + 2.0 * u)` with `u` in [0, 1) from SHA-256(seed, call_id, i): always negative and
+finite, deterministic, and unrelated to the text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os.path
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from polar_cli.inference.template import render_tool_call
+
+# Shell tools of the supported harnesses: name -> argument that carries the command line.
+SHELL_TOOLS: dict[str, str] = {
+    "bash": "command",  # pi
+    "exec_command": "cmd",  # codex
+    "shell": "command",  # codex (older builds; an argv array)
+    "Bash": "command",  # claude code
+    "run_shell_command": "command",  # qwen code, gemini cli
+}
+
+FINAL_MESSAGE = "I have applied the fix; the change is complete."
+NOOP_MESSAGE = "I looked at the problem and have no change to make."
+NO_TOOL_MESSAGE = "done"
+PATCH_EOF = "POLAR_PATCH_EOF"
+
+
+def unit_draw(*parts: object) -> float:
+    """A deterministic number in [0, 1) from the parts (SHA-256, process independent)."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return struct.unpack(">Q", digest[:8])[0] / 2.0**64
+
+
+def draw_policy(policies: dict[str, float], seed: int, session_id: str) -> str:
+    """The policy of `session_id`: a stable draw from the configured fractions."""
+    u = unit_draw("policy", seed, session_id)
+    acc = 0.0
+    names = [n for n in sorted(policies) if policies[n] > 0]
+    for name in names:
+        acc += policies[name]
+        if u < acc:
+            return name
+    return names[-1] if names else "noop"
+
+
+def synthetic_logprobs(seed: int, call_id: str, n: int) -> list[float]:
+    return [-(0.001 + 2.0 * unit_draw("logprob", seed, call_id, i)) for i in range(n)]
+
+
+@dataclass(frozen=True)
+class ShellTool:
+    name: str
+    arg: str
+    argv: bool  # the argument is an argv array (["bash", "-lc", cmd]) rather than a string
+
+
+def find_shell_tool(tools: list[dict[str, Any]]) -> ShellTool | None:
+    """The harness's shell tool among the request's tools, if any."""
+    for tool in tools:
+        fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        name = fn.get("name")
+        if name not in SHELL_TOOLS:
+            continue
+        props = (fn.get("parameters") or fn.get("parametersJsonSchema") or {}).get("properties", {})
+        arg = SHELL_TOOLS[name]
+        if arg not in props:
+            arg = next((a for a in ("command", "cmd") if a in props), arg)
+        argv = (props.get(arg) or {}).get("type") == "array"
+        return ShellTool(name, arg, argv)
+    return None
+
+
+def _shell_call(tool: ShellTool, command: str) -> str:
+    value: Any = ["bash", "-lc", command] if tool.argv else command
+    return render_tool_call(tool.name, {tool.arg: value})
+
+
+def prior_tool_calls(messages: list[dict[str, Any]]) -> int:
+    """How many tool calls the assistant already made in this conversation."""
+    return sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
+
+
+def _patch_files(patch: str) -> list[str]:
+    files = []
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            bits = line.split()
+            if len(bits) >= 4:
+                files.append(bits[3][2:] if bits[3].startswith("b/") else bits[3])
+    return files
+
+
+_SLASH_COMMENT = {".js", ".ts", ".jsx", ".tsx", ".c", ".h", ".cc", ".cpp", ".java", ".go", ".rs"}
+
+
+def _comment_line(path: str) -> str:
+    ext = os.path.splitext(path)[1]
+    mark = "//" if ext in _SLASH_COMMENT else "#"
+    return f"{mark} polar: reviewed, no functional change"
+
+
+def apply_patch_command(patch: str) -> str:
+    body = patch if patch.endswith("\n") else patch + "\n"
+    return f"git apply --whitespace=nowarn <<'{PATCH_EOF}'\n{body}{PATCH_EOF}\ngit diff --stat"
+
+
+def wrong_change_command(gold_patch: str) -> str:
+    files = _patch_files(gold_patch)
+    target = files[0] if files else "POLAR_NOTES.md"
+    line = _comment_line(target)
+    return f"printf '\\n%s\\n' {json.dumps(line)} >> {json.dumps(target)}\ngit diff --stat"
+
+
+def respond(
+    policy: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    gold_patch: str | None,
+) -> str:
+    """The sampled text body (no `<|im_end|>`) of `policy` at this point in the conversation.
+
+    The step is derived from the number of tool calls already made, so it does not matter what
+    else the harness puts into the prompt. `None` for gold_patch: the task is unknown.
+    """
+    if policy == "empty":
+        return ""
+    shell = find_shell_tool(tools)
+    if shell is None:
+        return NO_TOOL_MESSAGE
+    step = prior_tool_calls(messages)
+    if policy == "noop":
+        return NOOP_MESSAGE
+    if policy == "oracle":
+        if step == 0:
+            return "Let me look at the repository first.\n\n" + _shell_call(
+                shell, "git status --short && ls"
+            )
+        if step == 1 and gold_patch:
+            return "I will apply the fix now.\n\n" + _shell_call(
+                shell, apply_patch_command(gold_patch)
+            )
+        return FINAL_MESSAGE if gold_patch else NOOP_MESSAGE
+    if policy == "wrong":
+        if step == 0:
+            return "I will make a change.\n\n" + _shell_call(
+                shell, wrong_change_command(gold_patch or "")
+            )
+        return FINAL_MESSAGE
+    raise ValueError(f"unknown policy {policy!r}")

@@ -1,0 +1,268 @@
+"""The scripted stand-in model server: SGLang's HTTP subset, answered by a scripted policy.
+
+Owns: the aiohttp application answering `POST /v1/chat/completions` (non-streaming, with
+SGLang's extension fields `prompt_token_ids` and `meta_info` on the choice), `GET /health`,
+`GET /health_generate`, `GET /get_model_info`, `GET /v1/models` and `POST /abort_request`, and
+the per-call sampling: render the prompt with the project's Qwen3 template, tokenise it with the
+real Qwen tokenizer, let the session's policy choose a text, tokenise that as the sampled ids
+(optionally a non-canonical segmentation: drift), attach synthetic log-probs, and parse the
+message the way SGLang's qwen3_coder parser would.
+Out of scope: the client (client.py), the backend lifecycle (scripted.py), what a policy says
+(policy.py).
+
+Session and task come from the `X-Polar-Session-Id` / `X-Polar-Instance-Id` headers (SGLang
+ignores them); without them the session is the empty string and no gold patch is known.
+Errors use SGLang's OpenAI error body `{"object": "error", "message", "type", "param", "code"}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from polar_cli.inference import policy as pol
+from polar_cli.inference.template import parse_assistant, render_prompt
+from polar_cli.inference.tokenizer import load_tokenizer, special_id
+
+SESSION_HEADER = "X-Polar-Session-Id"
+INSTANCE_HEADER = "X-Polar-Instance-Id"
+DEFAULT_CONTEXT_LENGTH = 32768
+
+
+class BadRequest(Exception):
+    """A request SGLang would refuse with 400 (ValueError in its tokenizer manager)."""
+
+
+@dataclass
+class ScriptedModel:
+    """Everything the stand-in needs to answer a call. Deterministic given its fields."""
+
+    model: str = "polar-scripted"
+    policies: Mapping[str, float] = field(default_factory=lambda: {"oracle": 1.0})
+    seed: int = 0
+    drift_rate: float = 0.0
+    context_length: int = DEFAULT_CONTEXT_LENGTH
+    tokenizer_name: str = "qwen3"
+    tokenizer_cache: Path | None = None
+    gold_patches: Mapping[str, str] = field(default_factory=dict)  # instance_id -> gold patch
+
+    def __post_init__(self) -> None:
+        self.tok = load_tokenizer(self.tokenizer_name, self.tokenizer_cache)
+        self.eot_id = special_id(self.tok, "<|im_end|>")
+        self._special_ids = {int(i) for i in self.tok.get_added_tokens_decoder()}
+
+    # ------------------------------------------------------------------ sampling
+    def encode(self, text: str) -> list[int]:
+        return list(self.tok.encode(text, add_special_tokens=False).ids)
+
+    def _drift(self, ids: list[int], rid: str) -> list[int]:
+        """Split one multi-byte token into two vocabulary tokens with the same bytes."""
+        candidates = []
+        for pos, tid in enumerate(ids):
+            if tid in self._special_ids:
+                continue
+            piece = self.tok.id_to_token(tid)
+            if piece is None or len(piece) < 2:
+                continue
+            for cut in range(1, len(piece)):
+                left, right = self.tok.token_to_id(piece[:cut]), self.tok.token_to_id(piece[cut:])
+                if left is not None and right is not None:
+                    candidates.append((pos, [int(left), int(right)]))
+                    break
+        if not candidates:
+            return ids
+        pos, pair = candidates[int(pol.unit_draw("drift-pos", self.seed, rid) * len(candidates))]
+        return ids[:pos] + pair + ids[pos + 1 :]
+
+    def complete(self, body: dict[str, Any], session_id: str, instance_id: str) -> dict[str, Any]:
+        """Answer one chat-completions body (already JSON-decoded). Raises BadRequest."""
+        started = time.monotonic()
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise BadRequest("messages must be a non-empty list")
+        tools = body.get("tools") or []
+        rid = str(body.get("rid") or f"chatcmpl-{uuid.uuid4().hex}")
+        prompt_ids = self.encode(render_prompt(messages, tools))
+        n_in = len(prompt_ids)
+        if n_in >= self.context_length:  # SGLang's wording, tokenizer_manager validation
+            raise BadRequest(
+                f"The input ({n_in} tokens) is longer than the model's context length "
+                f"({self.context_length} tokens)."
+            )
+        max_new = body.get("max_completion_tokens") or body.get("max_tokens")
+        if max_new is not None and int(max_new) + n_in >= self.context_length:
+            raise BadRequest(
+                "Requested token count exceeds the model's maximum context length of "
+                f"{self.context_length} tokens. You requested a total of {int(max_new) + n_in} "
+                f"tokens: {n_in} tokens from the input messages and {int(max_new)} tokens for "
+                "the completion. Please reduce the number of tokens in the input messages or "
+                "the completion to fit within the limit."
+            )
+        name = pol.draw_policy(dict(self.policies), self.seed, session_id)
+        text = pol.respond(name, messages, tools, self.gold_patches.get(instance_id))
+        ids = [*self.encode(text), self.eot_id]
+        if self.drift_rate > 0 and pol.unit_draw("drift", self.seed, rid) < self.drift_rate:
+            ids = self._drift(ids, rid)
+        finish: dict[str, Any] = {"type": "stop", "matched": self.eot_id}
+        if max_new is not None and len(ids) > int(max_new):
+            ids = ids[: int(max_new)]
+            text = self.tok.decode(ids, skip_special_tokens=False)
+            finish = {"type": "length", "length": int(max_new)}
+        logprobs = pol.synthetic_logprobs(self.seed, rid, len(ids))
+        message = parse_assistant(text, tools)
+        message["reasoning_content"] = None
+        if finish["type"] == "length":
+            reason = "length"
+        else:
+            reason = "tool_calls" if message.get("tool_calls") else "stop"
+        e2e = time.monotonic() - started
+        meta = {
+            "id": rid,
+            "finish_reason": finish,
+            "prompt_tokens": n_in,
+            "completion_tokens": len(ids),
+            "cached_tokens": 0,
+            "weight_version": "default",
+            "e2e_latency": e2e,
+            "output_token_logprobs": [[lp, t, None] for lp, t in zip(logprobs, ids, strict=True)],
+            "policy": name,  # stand-in only: which scripted policy answered
+        }
+        content_lp = [
+            {
+                "token": self.tok.decode([t], skip_special_tokens=False),
+                "logprob": lp,
+                "bytes": None,
+                "top_logprobs": [],
+            }
+            for lp, t in zip(logprobs, ids, strict=True)
+        ]
+        return {
+            "id": rid,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": {"content": content_lp},
+                    "finish_reason": reason,
+                    "matched_stop": self.eot_id if reason != "length" else None,
+                    "prompt_token_ids": prompt_ids,
+                    "meta_info": meta,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": n_in,
+                "completion_tokens": len(ids),
+                "total_tokens": n_in + len(ids),
+                "prompt_tokens_details": {"cached_tokens": 0},
+            },
+        }
+
+
+def _error(status: int, message: str, err_type: str = "BadRequestError") -> web.Response:
+    body = {"object": "error", "message": message, "type": err_type, "param": None, "code": status}
+    return web.json_response(body, status=status)
+
+
+def make_app(model: ScriptedModel) -> web.Application:
+    """The aiohttp application of the stand-in server."""
+    aborted: set[str] = set()
+
+    async def chat(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "request body is not valid JSON")
+        if not isinstance(body, dict):
+            return _error(400, "request body must be a JSON object")
+        if body.get("stream"):
+            return _error(400, "the scripted stand-in serves non-streaming calls only")
+        session = request.headers.get(SESSION_HEADER, "")
+        instance = request.headers.get(INSTANCE_HEADER, "")
+        try:
+            # tokenising a long prompt takes a while: keep the event loop free
+            out = await asyncio.to_thread(model.complete, body, session, instance)
+        except BadRequest as exc:
+            return _error(400, str(exc))
+        if out["id"] in aborted:
+            aborted.discard(out["id"])
+            out["choices"][0]["finish_reason"] = "abort"
+            out["choices"][0]["meta_info"]["finish_reason"] = {"type": "abort"}
+        return web.json_response(out)
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def model_info(_: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "model_path": model.model,
+                "tokenizer_path": model.tokenizer_name,
+                "is_generation": True,
+                "served_model_name": model.model,
+                "context_length": model.context_length,
+            }
+        )
+
+    async def models(_: web.Request) -> web.Response:
+        item = {
+            "id": model.model,
+            "object": "model",
+            "created": 0,
+            "owned_by": "sglang",
+            "root": model.model,
+            "max_model_len": model.context_length,
+        }
+        return web.json_response({"object": "list", "data": [item]})
+
+    async def abort(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "request body is not valid JSON")
+        rid = body.get("rid") if isinstance(body, dict) else None
+        if isinstance(rid, str):
+            aborted.add(rid)  # a call answered later with this rid reports finish "abort"
+        return web.Response(text="")
+
+    app = web.Application(client_max_size=256 * 1024 * 1024)
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/health", health)
+    app.router.add_get("/health_generate", health)
+    app.router.add_get("/get_model_info", model_info)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/abort_request", abort)
+    return app
+
+
+async def start(
+    model: ScriptedModel, host: str = "127.0.0.1", port: int = 0
+) -> tuple[web.AppRunner, int]:
+    """Start the server; returns the runner (call `cleanup()` to stop) and the bound port."""
+    runner = web.AppRunner(make_app(model), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    server = site._server
+    sockets = getattr(server, "sockets", None) or []
+    bound = int(sockets[0].getsockname()[1]) if sockets else port
+    return runner, bound
+
+
+async def serve_forever(model: ScriptedModel, host: str, port: int) -> None:
+    """Run until cancelled (used by the stand-in `sglang.launch_server` in tests)."""
+    runner, _ = await start(model, host, port)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
