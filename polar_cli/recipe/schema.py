@@ -101,6 +101,15 @@ class ScriptedInference(_Strict):
         description="Fraction of responses sampled as a non-canonical segmentation of their text.",
     )
     tokenizer: Literal["qwen3", "qwen3.5"] = Field("qwen3", description="Vocabulary to use.")
+    tokenizer_cache: str | None = Field(
+        None,
+        description="Directory of the built tokenizer.json files (None: ~/.cache/polar/tokenizer).",
+    )
+    context_length: int = Field(
+        32768,
+        ge=256,
+        description="Context length the stand-in enforces; longer prompts get SGLang's 400.",
+    )
     port: int = Field(0, ge=0, le=65535, description="Port of the stand-in server; 0 = free.")
     request_timeout_s: float = Field(120.0, gt=0, description="Timeout of one upstream call.")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
