@@ -1,0 +1,252 @@
+"""Writing a run's dataset: accepted sessions -> split Parquet shards + card + stats.json.
+
+Owns: `write_dataset` (the call at the end of a run, on resume and on merge), `write_tables`
+(the shared second half, also used by `polar merge` on tables read back from shards),
+`read_dataset_tables`, `read_completions` and `read_stats_inputs` (helpers over a run directory).
+Out of scope: the ledger (pipeline/ledger.py), reconstruction, deciding when to write.
+
+The dataset is always rewritten whole from its inputs (ledger entries + traces + completions),
+never appended to: that makes a resume exact (an accepted session is written once however many
+times the run restarted) and makes `polar merge` produce byte-identical files to one run over the
+same accepted sessions. Rows are in canonical order -- sessions by session_id, a session's traces
+in the order given -- so the order the sessions finished in never shows in the files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from polar_cli.dataset import card, shards
+from polar_cli.dataset.schema import traces_to_table
+from polar_cli.dataset.sessions import session_row, sessions_to_table
+from polar_cli.dataset.split import SPLITS, assign_splits, split_counts
+from polar_cli.dataset.stats import LedgerEntry, SessionShape, compute_stats
+from polar_cli.errors import InputError
+from polar_cli.recipe.schema import OutputConfig
+from polar_cli.records import Completion, Outcome, SessionResult, Trace
+
+log = logging.getLogger(__name__)
+
+STATS_FILE = "stats.json"
+SPLIT_COLUMN = "split"
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """What a dataset write produced."""
+
+    out_dir: Path
+    files: tuple[str, ...]  # paths relative to out_dir: README.md, stats.json, data/**
+    rows: Mapping[str, Mapping[str, int]]  # config -> split -> rows
+    split_instances: Mapping[str, int]  # split -> instances
+    stats: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def accepted_sessions(self) -> int:
+        return sum(self.rows.get("sessions", {}).values())
+
+
+def _as_entries(results: Sequence[SessionResult | LedgerEntry]) -> list[LedgerEntry]:
+    return [r if isinstance(r, LedgerEntry) else LedgerEntry(result=r) for r in results]
+
+
+def write_dataset(
+    out_dir: str | Path,
+    results: Sequence[SessionResult | LedgerEntry],
+    traces_by_session: Mapping[str, Sequence[Trace]],
+    completions_by_session: Mapping[str, Sequence[Completion]],
+    *,
+    cfg: OutputConfig,
+    recipe_name: str,
+    description: str = "",
+    gpus: int = 0,
+    extra_stats: Mapping[str, Any] | None = None,
+) -> DatasetSummary:
+    """(Re)write OUT/data/, OUT/README.md and OUT/stats.json.
+
+    `results`: every attempt (ledger entries, or bare SessionResults when no reconstruction
+    counts are at hand). Only `accepted` attempts go into the Parquet data; an accepted session
+    must have its traces in `traces_by_session` and its calls in `completions_by_session`
+    (InputError naming the session otherwise). `gpus`: GPUs behind the backend, for GPU-hours.
+    """
+    entries = _as_entries(results)
+    accepted = sorted(
+        (e.result for e in entries if e.result.outcome == Outcome.ACCEPTED),
+        key=lambda r: r.session_id,
+    )
+    missing = [r.session_id for r in accepted if r.session_id not in traces_by_session]
+    if missing:
+        raise InputError(
+            f"no traces for accepted session(s) {', '.join(missing[:5])}"
+            f"{' ...' if len(missing) > 5 else ''}: reconstruct them before writing the dataset"
+        )
+    traces: list[Trace] = [t for r in accepted for t in traces_by_session[r.session_id]]
+    rows = [session_row(r, completions_by_session.get(r.session_id, ())) for r in accepted]
+    return write_tables(
+        out_dir,
+        entries,
+        traces_to_table(traces),
+        sessions_to_table(rows),
+        cfg=cfg,
+        recipe_name=recipe_name,
+        description=description,
+        gpus=gpus,
+        extra_stats=extra_stats,
+    )
+
+
+def _canonical(table: pa.Table) -> pa.Table:
+    """Rows ordered by session_id, keeping the given order within a session; no split column."""
+    if SPLIT_COLUMN in table.column_names:
+        table = table.drop_columns([SPLIT_COLUMN])
+    ids = table.column("session_id").to_pylist()
+    order = sorted(range(len(ids)), key=lambda i: (ids[i], i))
+    return table.take(pa.array(order, type=pa.int64()))
+
+
+def _with_split(table: pa.Table, split_of: Mapping[str, str]) -> pa.Table:
+    values = [split_of[i] for i in table.column("instance_id").to_pylist()]
+    return table.append_column(SPLIT_COLUMN, pa.array(values, type=pa.string()))
+
+
+def write_tables(
+    out_dir: str | Path,
+    entries: Sequence[LedgerEntry],
+    traces: pa.Table,
+    sessions: pa.Table,
+    *,
+    cfg: OutputConfig,
+    recipe_name: str,
+    description: str = "",
+    gpus: int = 0,
+    extra_stats: Mapping[str, Any] | None = None,
+) -> DatasetSummary:
+    """Split, shard and write prepared trace / session tables (any `split` column is replaced)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    traces, sessions = _canonical(traces), _canonical(sessions)
+    pairs = zip(
+        sessions.column("repo").to_pylist(), sessions.column("instance_id").to_pylist(), strict=True
+    )
+    split_of = assign_splits(pairs, test_fraction=cfg.test_fraction, seed=cfg.seed)
+    unknown = set(traces.column("instance_id").to_pylist()) - set(split_of)
+    if unknown:
+        raise InputError(
+            f"traces of instance(s) {', '.join(sorted(unknown)[:5])} have no accepted session row"
+        )
+    tables = {"traces": _with_split(traces, split_of), "sessions": _with_split(sessions, split_of)}
+
+    staging = shards.staging_dir(out)
+    rows: dict[str, dict[str, int]] = {}
+    splits_by_config: dict[str, list[str]] = {}
+    files: list[str] = []
+    for config, table in tables.items():
+        column = table.column(SPLIT_COLUMN).to_pylist()
+        rows[config], splits_by_config[config] = {}, []
+        for split in SPLITS:
+            part = table.filter(pa.array([s == split for s in column], type=pa.bool_()))
+            # a config with no rows at all still gets one empty train shard so it loads
+            empty_ok = split == SPLITS[0] and table.num_rows == 0
+            written = shards.write_split(
+                part,
+                staging / config,
+                split,
+                max_rows=cfg.shard_max_rows,
+                max_bytes=cfg.shard_max_bytes,
+                write_empty=empty_ok,
+            )
+            if written:
+                rows[config][split] = part.num_rows
+                splits_by_config[config].append(split)
+                files += [f"{shards.DATA_DIR}/{config}/{p.name}" for p in written]
+    shapes = {
+        sid: SessionShape(num_messages=m, assistant_turns=a)
+        for sid, m, a in zip(
+            sessions.column("session_id").to_pylist(),
+            sessions.column("num_messages").to_pylist(),
+            sessions.column("num_assistant_turns").to_pylist(),
+            strict=True,
+        )
+    }
+    stats = compute_stats(entries, shapes, gpus=gpus, extra=extra_stats)
+    stats["dataset"] = {"rows": rows, "split_instances": split_counts(split_of)}
+    shards.swap_in(out, staging)
+    harnesses = sorted(set(sessions.column("harness").to_pylist()))
+    text = card.render_card(
+        name=recipe_name,
+        description=description,
+        rows=rows,
+        splits_by_config=splits_by_config,
+        stats=stats,
+        seed=cfg.seed,
+        test_fraction=cfg.test_fraction,
+        split_instances=split_counts(split_of),
+        harness=", ".join(harnesses),
+    )
+    _atomic_write(out / STATS_FILE, json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    _atomic_write(out / card.CARD_FILE, text)
+    return DatasetSummary(
+        out_dir=out,
+        files=(card.CARD_FILE, STATS_FILE, *sorted(files)),
+        rows=rows,
+        split_instances=split_counts(split_of),
+        stats=stats,
+    )
+
+
+def read_dataset_tables(out_dir: str | Path) -> tuple[pa.Table | None, pa.Table | None]:
+    """(traces, sessions) tables of a written dataset directory, None where a config is absent."""
+    data = Path(out_dir) / shards.DATA_DIR
+    return shards.read_config(data / "traces"), shards.read_config(data / "sessions")
+
+
+def read_shapes(out_dir: str | Path) -> dict[str, SessionShape]:
+    """Conversation sizes of the accepted sessions in a written dataset (for `polar stats`)."""
+    _, sessions = read_dataset_tables(out_dir)
+    if sessions is None:
+        return {}
+    cols = sessions.select(["session_id", "num_messages", "num_assistant_turns"]).to_pydict()
+    return {
+        sid: SessionShape(num_messages=m, assistant_turns=a)
+        for sid, m, a in zip(
+            cols["session_id"], cols["num_messages"], cols["num_assistant_turns"], strict=True
+        )
+    }
+
+
+def read_completions(path: str | Path) -> list[Completion]:
+    """A session's completions.jsonl (a torn last line -- the process died mid-write -- is
+    skipped with a warning, like the ledger's)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    lines = p.read_text(encoding="utf-8").split("\n")
+    out: list[Completion] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(Completion.from_dict(json.loads(line)))
+        except (ValueError, TypeError) as exc:
+            if number >= len(lines) - 1:
+                log.warning("%s: ignoring torn last line", p)
+                break
+            raise InputError(f"{p}: line {number} is not a completion record ({exc})") from None
+    return out
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
