@@ -90,7 +90,10 @@ class FakeUpstream:
             shell = next((n for n in SHELL_TOOLS if n in names), names[0] if names else None)
             if shell is not None:
                 args = orjson.dumps({SHELL_ARGS.get(shell, "command"): "ls"}).decode()
-                call = {"id": f"call_{request.call_id[:12]}", "type": "function",
-                        "function": {"name": shell, "arguments": args}}  # fmt: skip
+                call = {
+                    "id": f"call_{request.call_id[:12]}",
+                    "type": "function",
+                    "function": {"name": shell, "arguments": args},
+                }
                 return {"role": "assistant", "content": None, "tool_calls": [call]}
         return {"role": "assistant", "content": self.text}

@@ -170,8 +170,16 @@ class Gateway:
         if route.kind is RouteKind.LIST_MODELS:
             if route.protocol is ApiProtocol.GOOGLE_GENERATE_CONTENT:
                 return _json(200, {"models": [_google_model(model)]})
-            return _json(200, {"object": "list", "data": [_openai_model(model)],
-                               "has_more": False, "first_id": model, "last_id": model})  # fmt: skip
+            return _json(
+                200,
+                {
+                    "object": "list",
+                    "data": [_openai_model(model)],
+                    "has_more": False,
+                    "first_id": model,
+                    "last_id": model,
+                },
+            )
         if route.kind is RouteKind.GET_MODEL:
             # Any name is served (the requested name is restored in every answer).
             name = route.model or model
@@ -180,10 +188,15 @@ class Gateway:
             return _json(200, _openai_model(name))
         protocol = route.protocol or routing.error_protocol(request.path, request.headers)
         if route.kind is RouteKind.METHOD_NOT_ALLOWED:
-            return self._error(protocol, ErrorKind.NOT_FOUND, f"{request.method} {request.path}: "
-                               "method not allowed (model calls are POST)", status=405)  # fmt: skip
-        return self._error(protocol, ErrorKind.NOT_FOUND, f"no such endpoint: {request.method} "
-                           f"{request.path}")  # fmt: skip
+            return self._error(
+                protocol,
+                ErrorKind.NOT_FOUND,
+                f"{request.method} {request.path}: method not allowed (model calls are POST)",
+                status=405,
+            )
+        return self._error(
+            protocol, ErrorKind.NOT_FOUND, f"no such endpoint: {request.method} {request.path}"
+        )
 
     # ------------------------------------------------------------------ model calls
 
@@ -202,16 +215,21 @@ class Gateway:
         try:
             return orjson.loads(raw), None
         except orjson.JSONDecodeError as exc:
-            return None, self._error(protocol, ErrorKind.INVALID_REQUEST,
-                                     f"request body is not valid JSON: {exc}")  # fmt: skip
+            return None, self._error(
+                protocol, ErrorKind.INVALID_REQUEST, f"request body is not valid JSON: {exc}"
+            )
 
     async def _generate(self, request: web.Request, route: Route) -> web.StreamResponse:
         started = time.time()
         guess = route.protocol or routing.error_protocol(request.path, request.headers)
         session = self.sessions.by_key(routing.session_key(request.headers, request.query))
         if session is None:
-            return self._error(guess, ErrorKind.AUTHENTICATION, "unknown or missing API key: use "
-                               "the sk-polar-... key polar registered for this session")  # fmt: skip
+            return self._error(
+                guess,
+                ErrorKind.AUTHENTICATION,
+                "unknown or missing API key: use "
+                "the sk-polar-... key polar registered for this session",
+            )
         body, failure = await self._read_json(request, guess)
         if failure is not None:
             session.errors += 1
@@ -229,8 +247,11 @@ class Gateway:
         except Exception as exc:  # an adapter must never take the gateway down
             session.errors += 1
             log.debug("adapter %s rejected a request", protocol, exc_info=True)
-            return self._error(protocol, ErrorKind.INVALID_REQUEST,
-                               f"malformed {protocol.value} request ({type(exc).__name__}: {exc})")  # fmt: skip
+            return self._error(
+                protocol,
+                ErrorKind.INVALID_REQUEST,
+                f"malformed {protocol.value} request ({type(exc).__name__}: {exc})",
+            )
         extra = {**parsed.extra, "created": int(started)}
         stream = parsed.stream if route.stream is None else route.stream
         parsed = dataclasses.replace(parsed, extra=extra, stream=stream)
@@ -299,15 +320,21 @@ class Gateway:
         except TimeoutError:
             session.errors += 1
             await self._abort(req.call_id)
-            return None, self._error(protocol, ErrorKind.TIMEOUT, "the model server did not answer "
-                                     f"within {self.upstream_timeout_s:g} s")  # fmt: skip
+            return None, self._error(
+                protocol,
+                ErrorKind.TIMEOUT,
+                f"the model server did not answer within {self.upstream_timeout_s:g} s",
+            )
         except ContextOverflowError as exc:
             session.errors += 1
             return None, self._error(protocol, ErrorKind.CONTEXT_OVERFLOW, str(exc))
         except UpstreamError as exc:
             session.errors += 1
-            kind = {504: ErrorKind.TIMEOUT, 503: ErrorKind.OVERLOADED,
-                    529: ErrorKind.OVERLOADED}.get(exc.status, ErrorKind.UPSTREAM)  # fmt: skip
+            kind = {
+                504: ErrorKind.TIMEOUT,
+                503: ErrorKind.OVERLOADED,
+                529: ErrorKind.OVERLOADED,
+            }.get(exc.status, ErrorKind.UPSTREAM)
             return None, self._error(protocol, kind, f"model server error: {exc}")
         except Exception as exc:
             session.errors += 1
@@ -331,8 +358,11 @@ class Gateway:
         started: float,
     ) -> None:
         if session.closed:
-            log.warning("session %s was unregistered mid-call; call %s not recorded",
-                        session.session_id, req.call_id)  # fmt: skip
+            log.warning(
+                "session %s was unregistered mid-call; call %s not recorded",
+                session.session_id,
+                req.call_id,
+            )
             return
         completion = Completion(
             call_id=req.call_id,
@@ -383,9 +413,13 @@ class Gateway:
 
     def _too_large(self, protocol: ApiProtocol, size: int | None) -> web.StreamResponse:
         got = f"{size} bytes" if size is not None else "more"
-        return self._error(protocol, ErrorKind.REQUEST_TOO_LARGE, f"request body is {got}; the "
-                           f"gateway accepts at most {self.max_body_bytes} bytes "
-                           "(gateway.max_body_bytes)")  # fmt: skip
+        return self._error(
+            protocol,
+            ErrorKind.REQUEST_TOO_LARGE,
+            f"request body is {got}; the "
+            f"gateway accepts at most {self.max_body_bytes} bytes "
+            "(gateway.max_body_bytes)",
+        )
 
     def _error(
         self, protocol: ApiProtocol, kind: ErrorKind, message: str, *, status: int | None = None
@@ -407,8 +441,15 @@ def _json(status: int, body: Any) -> web.Response:
 
 
 def _openai_model(name: str) -> dict[str, Any]:
-    return {"id": name, "object": "model", "type": "model", "created": 0,
-            "created_at": "1970-01-01T00:00:00Z", "owned_by": "polar", "display_name": name}  # fmt: skip
+    return {
+        "id": name,
+        "object": "model",
+        "type": "model",
+        "created": 0,
+        "created_at": "1970-01-01T00:00:00Z",
+        "owned_by": "polar",
+        "display_name": name,
+    }
 
 
 def _google_model(name: str) -> dict[str, Any]:

@@ -245,9 +245,11 @@ def test_unregister_revokes_key_and_closes_capture(tmp_path: Path) -> None:
             async with http.post(url, json=CHAT, headers=hdr) as r:
                 assert r.status == 401
             with pytest.raises(Exception, match="already"):
-                gw.register_session("s2", instance_id="", harness="", capture_path=tmp_path / "x",
-                                    key="k1")  # fmt: skip
-                gw.register_session("s3", instance_id="", harness="", capture_path=tmp_path / "y",
-                                    key="k1")  # fmt: skip
+                gw.register_session(
+                    "s2", instance_id="", harness="", capture_path=tmp_path / "x", key="k1"
+                )
+                gw.register_session(
+                    "s3", instance_id="", harness="", capture_path=tmp_path / "y", key="k1"
+                )
 
     run(go)
