@@ -117,6 +117,70 @@ def reconstruct(
     Console().print(stats_table(report))
 
 
+# --------------------------------------------------------------------------- gateway
+
+
+@app.command("gateway")
+def gateway(
+    recipe: Annotated[Path, typer.Option("--recipe", help="Recipe YAML file.")],
+    port: Annotated[
+        int | None, typer.Option("--port", help="Gateway port (default: gateway.port).")
+    ] = None,
+    session: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--session",
+            help="Accept this API key as a session: KEY or KEY=INSTANCE_ID (repeatable).",
+        ),
+    ] = None,
+    capture_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--capture-dir",
+            help="Captures go to D/<key>/completions.jsonl (default: <output.dir>/gateway).",
+        ),
+    ] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Run the recipe's inference backend and the gateway in the foreground (Ctrl-C stops)."""
+    import asyncio
+    import logging
+
+    from polar_cli.pipeline.serve import (
+        SessionSpec,
+        describe,
+        load_tasks_if_available,
+        serve_gateway,
+    )
+    from polar_cli.recipe import load_recipe
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    cfg = load_recipe(recipe, set_ or [])
+    specs = [SessionSpec.parse(s) for s in session or []]
+    run_dir = Path(cfg.output.dir)
+    captures = capture_dir or run_dir / "gateway"
+
+    def ready(gw: object) -> None:
+        typer.echo(describe(gw, specs, captures))  # type: ignore[arg-type]
+
+    final = asyncio.run(
+        serve_gateway(
+            cfg,
+            run_dir=run_dir,
+            capture_dir=captures,
+            sessions=specs,
+            port=port,
+            tasks=load_tasks_if_available(cfg),
+            on_ready=ready,
+        )
+    )
+    for key, stats in final.items():
+        typer.echo(
+            f"session {key}: {stats.calls} calls, {stats.sampled_tokens} sampled tokens, "
+            f"{stats.errors} errors, {stats.disconnects} disconnects"
+        )
+
+
 # --------------------------------------------------------------------------- entry point
 
 
