@@ -181,6 +181,55 @@ def gateway(
         )
 
 
+# --------------------------------------------------------------------------- harness
+
+harness_app = typer.Typer(help="Install and list coding-agent harnesses.", no_args_is_help=True)
+app.add_typer(harness_app, name="harness")
+
+CacheDirOpt = Annotated[
+    Path,
+    typer.Option(
+        "--cache-dir",
+        envvar="POLAR_HARNESS_CACHE",
+        help="Harness cache (the recipe's harness.cache_dir).",
+    ),
+]
+DEFAULT_HARNESS_CACHE = Path("~/.cache/polar/harness")
+
+
+@harness_app.command("install")
+def harness_install(
+    name: Annotated[str, typer.Argument(help="pi | codex | claude_code | qwen_code | gemini_cli")],
+    version: Annotated[
+        str | None, typer.Option("--version", help="npm version (default: the pinned one).")
+    ] = None,
+    cache_dir: CacheDirOpt = DEFAULT_HARNESS_CACHE,
+) -> None:
+    """Install a harness (pinned npm package + a node binary) into the cache, once."""
+    import asyncio
+
+    from polar_cli.harness import harness_class
+    from polar_cli.recipe.schema import HarnessConfig
+
+    cls = harness_class(name)  # RecipeError naming the valid harnesses
+    harness = cls(HarnessConfig(kind=name, version=version))  # type: ignore[arg-type]
+    tree = asyncio.run(harness.install(cache_dir.expanduser(), version))
+    typer.echo(f"{name} {version or harness.version}: {tree}")
+
+
+@harness_app.command("list")
+def harness_list(cache_dir: CacheDirOpt = DEFAULT_HARNESS_CACHE) -> None:
+    """List the harness versions installed in the cache."""
+    from polar_cli.harness.install import list_installed
+
+    found = list_installed(cache_dir.expanduser())
+    if not found:
+        typer.echo(f"no harness installed in {cache_dir} (polar harness install NAME)")
+        return
+    for h in found:
+        typer.echo(f"{h.name:<12} {h.version:<10} {h.package:<32} {h.path}")
+
+
 # --------------------------------------------------------------------------- entry point
 
 
