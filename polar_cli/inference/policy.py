@@ -71,7 +71,7 @@ class ShellTool:
 def find_shell_tool(tools: list[dict[str, Any]]) -> ShellTool | None:
     """The harness's shell tool among the request's tools, if any."""
     for tool in tools:
-        fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        fn: dict[str, Any] = tool["function"] if isinstance(tool.get("function"), dict) else tool
         name = fn.get("name")
         if name not in SHELL_TOOLS:
             continue

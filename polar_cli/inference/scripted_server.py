@@ -21,7 +21,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,7 +135,7 @@ class ScriptedModel:
             "output_token_logprobs": [[lp, t, None] for lp, t in zip(logprobs, ids, strict=True)],
             "policy": name,  # stand-in only: which scripted policy answered
         }
-        content_lp = [
+        content_lp: list[dict[str, Any]] = [
             {
                 "token": self.tok.decode([t], skip_special_tokens=False),
                 "logprob": lp,
@@ -174,8 +174,9 @@ def _error(status: int, message: str, err_type: str = "BadRequestError") -> web.
     return web.json_response(body, status=status)
 
 
-def make_app(model: ScriptedModel) -> web.Application:
-    """The aiohttp application of the stand-in server."""
+def make_app(model: ScriptedModel, *, ready: Callable[[], bool] | None = None) -> web.Application:
+    """The aiohttp application of the stand-in server. `/health_generate` answers 503 while
+    `ready()` is false (tests use it for a server that never gets ready)."""
     aborted: set[str] = set()
 
     async def chat(request: web.Request) -> web.Response:
@@ -201,6 +202,11 @@ def make_app(model: ScriptedModel) -> web.Application:
         return web.json_response(out)
 
     async def health(_: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def health_generate(_: web.Request) -> web.Response:
+        if ready is not None and not ready():
+            return web.Response(status=503, text="not ready")
         return web.Response(text="")
 
     async def model_info(_: web.Request) -> web.Response:
@@ -238,7 +244,7 @@ def make_app(model: ScriptedModel) -> web.Application:
     app = web.Application(client_max_size=256 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/health", health)
-    app.router.add_get("/health_generate", health)
+    app.router.add_get("/health_generate", health_generate)
     app.router.add_get("/get_model_info", model_info)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/abort_request", abort)

@@ -113,6 +113,7 @@ class SGLangBackend:
         self.base_url = ""
         self.proc: asyncio.subprocess.Process | None = None
         self._client: SGLangClient | None = None
+        self.term_grace_s = TERM_GRACE_S  # SIGTERM -> SIGKILL delay on exit
 
     @property
     def pgid(self) -> int | None:
@@ -199,7 +200,7 @@ class SGLangBackend:
         if proc is None or pgid is None:
             return
         kill_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + TERM_GRACE_S
+        deadline = time.monotonic() + self.term_grace_s
         while group_alive(pgid) and time.monotonic() < deadline:
             if proc.returncode is None:
                 with contextlib.suppress(TimeoutError):

@@ -66,7 +66,7 @@ def _render_value(value: Any) -> str:
 
 
 def _arguments(call: dict[str, Any]) -> dict[str, Any]:
-    fn = call.get("function") if isinstance(call.get("function"), dict) else call
+    fn: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else call
     args = fn.get("arguments", {})
     if isinstance(args, str):
         try:
@@ -91,7 +91,7 @@ def render_assistant_body(message: dict[str, Any]) -> str:
         return text
     blocks = []
     for call in calls:
-        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        fn: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else call
         blocks.append(render_tool_call(str(fn.get("name", "")), _arguments(call)))
     lead = text.strip() + "\n\n" if text.strip() else ""
     return lead + "\n".join(blocks)
