@@ -97,3 +97,28 @@ class FakeUpstream:
                 }
                 return {"role": "assistant", "content": None, "tool_calls": [call]}
         return {"role": "assistant", "content": self.text}
+
+
+@dataclass
+class RecordingUpstream:
+    """Wraps a real upstream (e.g. the scripted backend) and keeps what it returned, so a test
+    can compare the capture with the backend's own answer."""
+
+    inner: Any
+    calls: list[ChatRequest] = field(default_factory=list)
+    results: dict[str, ChatResult] = field(default_factory=dict)
+    aborted: list[str] = field(default_factory=list)
+
+    @property
+    def model(self) -> str:
+        return str(self.inner.model)
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        self.calls.append(request)
+        result: ChatResult = await self.inner.chat(request)
+        self.results[request.call_id] = result
+        return result
+
+    async def abort(self, call_id: str) -> None:
+        self.aborted.append(call_id)
+        await self.inner.abort(call_id)

@@ -1,6 +1,7 @@
 """Every protocol x {stream, non-stream} x {text, tool call, tool-result turn}, driven by the
 request bodies the real harnesses sent (shared/reference/harness-captures), through the real
-gateway over loopback to a fake upstream. Each answer is decoded the way the harness's client
+gateway over loopback to an upstream: the in-process fake, and the real scripted backend (real
+Qwen tokenizer, real SGLang-subset HTTP server). Each answer is decoded the way the harness's client
 decodes it, the stream is checked against what that client requires (harnesses.md section 4),
 and the capture must hold exactly the ids the upstream returned.
 
@@ -10,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,7 @@ import aiohttp
 import pytest
 
 from polar_cli.gateway import Gateway
-from polar_cli.gateway.fake_upstream import FakeUpstream
+from polar_cli.gateway.fake_upstream import FakeUpstream, RecordingUpstream
 from polar_cli.gateway.protocols import available_protocols
 from polar_cli.records import ApiProtocol, Completion
 
@@ -185,15 +189,66 @@ def request_for(capture: dict[str, Any], protocol: ApiProtocol, stream: bool) ->
     return path + query, body
 
 
+@pytest.fixture(scope="module")
+def loop_and_scripted() -> Iterator[tuple[asyncio.AbstractEventLoop, dict[str, Any]]]:
+    """One event loop in a thread for the module, hosting two scripted backends (policy oracle:
+    tool call first; policy noop: text only), started once."""
+    from polar_cli.inference.scripted import ScriptedBackend
+    from polar_cli.recipe.schema import ScriptedInference
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    stack = AsyncExitStack()
+
+    async def start() -> dict[str, Any]:
+        out = {}
+        for policy in ("oracle", "noop"):
+            cfg = ScriptedInference(policies={policy: 1.0}, context_length=262144)
+            out[policy] = await stack.enter_async_context(ScriptedBackend(cfg))
+        return out
+
+    try:
+        backends = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
+        yield loop, backends
+    finally:
+        asyncio.run_coroutine_threadsafe(stack.aclose(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def expected(result: Any) -> tuple[str, list[tuple[str, Any]]]:
+    msg = result.message
+    calls = [
+        (c["function"]["name"], json.loads(c["function"]["arguments"]))
+        for c in msg.get("tool_calls") or []
+    ]
+    return msg.get("content") or "", calls
+
+
+@pytest.mark.parametrize("upstream_kind", ["fake", "scripted"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("harness", sorted(HARNESS_CAPTURES))
-def test_captured_request_roundtrip(tmp_path: Path, harness: str, case: str, stream: bool) -> None:
+def test_captured_request_roundtrip(
+    tmp_path: Path,
+    loop_and_scripted: tuple[asyncio.AbstractEventLoop, dict[str, Any]],
+    harness: str,
+    case: str,
+    stream: bool,
+    upstream_kind: str,
+) -> None:
     protocol, first, second = HARNESS_CAPTURES[harness]
     if protocol not in available_protocols():
         pytest.skip(f"{protocol.value} adapter not landed yet")
     capture = load_capture(harness, second if case == "tool_result_turn" else first)
-    upstream = FakeUpstream(mode="text" if case == "text" else "agent", text="done")
+    loop, scripted = loop_and_scripted
+    upstream: Any
+    if upstream_kind == "fake":
+        upstream = FakeUpstream(mode="text" if case == "text" else "agent", text="done")
+    else:
+        upstream = RecordingUpstream(scripted["noop" if case == "text" else "oracle"])
 
     async def go() -> tuple[int, bytes, str]:
         async with Gateway(upstream) as gw, aiohttp.ClientSession() as http:
@@ -206,22 +261,23 @@ def test_captured_request_roundtrip(tmp_path: Path, harness: str, case: str, str
             ) as r:
                 return r.status, await r.read(), r.headers.get("Content-Type", "")
 
-    status, raw, ctype = asyncio.run(go())
+    status, raw, ctype = asyncio.run_coroutine_threadsafe(go(), loop).result(60)
     assert status == 200, raw[:500]
     assert ctype.startswith("text/event-stream" if stream else "application/json")
     text, calls = DECODERS[protocol](raw, stream)
     sent = upstream.calls[0]
+    result = upstream.results[sent.call_id]
+    # the client decodes exactly what the upstream answered
+    assert (text, calls) == expected(result)
     if case == "tool_call":
-        assert text == "" and len(calls) == 1
-        name, args = calls[0]
-        assert name in {t["function"]["name"] for t in sent.tools}
-        assert "ls" in args.values()
+        assert len(calls) == 1
+        assert calls[0][0] in {t["function"]["name"] for t in sent.tools}
     else:
-        assert text == "done" and calls == []
+        assert calls == [] and text
     # what went upstream is canonical chat
     roles = [m["role"] for m in sent.messages]
     assert set(roles) <= {"system", "user", "assistant", "tool"}
-    assert sent.model == "fake-served-model"
+    assert sent.model == upstream.model
     if case == "tool_result_turn":
         tool_msgs = [m for m in sent.messages if m["role"] == "tool"]
         assert tool_msgs and isinstance(tool_msgs[-1]["content"], str)
@@ -229,16 +285,16 @@ def test_captured_request_roundtrip(tmp_path: Path, harness: str, case: str, str
         ids = {c["id"] for m in sent.messages for c in m.get("tool_calls") or []}
         assert tool_msgs[-1]["tool_call_id"] in ids
     # the capture holds exactly what the upstream returned
-    (rec,) = [
-        Completion.from_dict(json.loads(x)) for x in (tmp_path / "c.jsonl").read_text().splitlines()
-    ]
-    result = upstream.results[rec.call_id]
+    lines = (tmp_path / "c.jsonl").read_text().splitlines()
+    (rec,) = [Completion.from_dict(json.loads(x)) for x in lines]
+    assert rec.call_id == sent.call_id
     assert (rec.prompt_ids, rec.response_ids, rec.response_logprobs) == (
         result.prompt_ids,
         result.response_ids,
         result.response_logprobs,
     )
     assert rec.protocol == protocol.value and rec.messages == sent.messages
+    assert rec.finish_reason == result.finish_reason and rec.response_message == result.message
 
 
 def test_codex_namespace_tools_flattened_and_hosted_tools_dropped() -> None:
