@@ -158,6 +158,28 @@ def parse_arguments(arguments: Any) -> tuple[JSON, str | None]:
     return {"value": value}, None
 
 
+def answer_text(message: JSON) -> str:
+    """The text of an upstream answer's `content` (string, list of parts, or None)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return content if isinstance(content, str) else ""
+
+
+def answer_tool_calls(message: JSON) -> list[tuple[Any, str, Any]]:
+    """(raw id, name, raw arguments) of each well-formed tool call of an upstream answer."""
+    out: list[tuple[Any, str, Any]] = []
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            name = fn.get("name")
+            out.append((call.get("id"), name if isinstance(name, str) else "", fn.get("arguments")))
+    return out
+
+
 # --------------------------------------------------------------------------- ids
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")

@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from polar_cli.gateway.protocols._common import (
+    answer_text,
+    answer_tool_calls,
     dump_arguments,
     expect_dict,
     expect_list,
@@ -125,7 +127,8 @@ def _tool_message(block: JSON, where: str) -> JSON:
 def _user_messages(content: Any, where: str) -> list[JSON]:
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
-    tools, blocks = [], []
+    tools: list[JSON] = []
+    blocks: list[JSON] = []
     for i, raw in enumerate(expect_list(content, f"{where}.content")):
         block = expect_dict(raw, f"{where}.content[{i}]")
         if block.get("type") == "tool_result":
@@ -142,7 +145,9 @@ def _user_messages(content: Any, where: str) -> list[JSON]:
 def _assistant_message(content: Any, where: str) -> JSON:
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
-    texts, reasoning, calls = [], [], []
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[JSON] = []
     for i, raw in enumerate(expect_list(content, f"{where}.content")):
         at = f"{where}.content[{i}]"
         block = expect_dict(raw, at)
@@ -320,18 +325,11 @@ def _blocks(result: ChatResult, response_id: str) -> list[tuple[JSON, str | None
         blocks.append(
             ({"type": "thinking", "thinking": reasoning, "signature": _signature(reasoning)}, None)
         )
-    text = msg.get("content")
-    if isinstance(text, list):
-        text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
-    if isinstance(text, str) and text:
+    if text := answer_text(msg):
         blocks.append(({"type": "text", "text": text}, None))
-    for i, call in enumerate(msg.get("tool_calls") or []):
-        if not isinstance(call, dict):
-            continue
-        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-        args, raw = parse_arguments(fn.get("arguments"))
-        tool_id = safe_tool_id(call.get("id"), "toolu_", response_id, i)
-        name = fn.get("name") if isinstance(fn.get("name"), str) else ""
+    for i, (raw_id, name, arguments) in enumerate(answer_tool_calls(msg)):
+        args, raw = parse_arguments(arguments)
+        tool_id = safe_tool_id(raw_id, "toolu_", response_id, i)
         blocks.append(({"type": "tool_use", "id": tool_id, "name": name, "input": args}, raw))
     return blocks
 
@@ -410,7 +408,7 @@ def render_stream(req: ParsedRequest, result: ChatResult, *, response_id: str) -
     stop_reason, stop_sequence = _stop(req, result, any(b["type"] == "tool_use" for b, _ in blocks))
     usage = _usage(result)
     start_usage = dict(usage, output_tokens=min(1, usage["output_tokens"]))
-    message = {
+    message: JSON = {
         "id": _message_id(response_id),
         "type": "message",
         "role": "assistant",

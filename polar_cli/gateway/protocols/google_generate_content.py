@@ -39,6 +39,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from polar_cli.gateway.protocols._common import (
+    answer_text,
+    answer_tool_calls,
     dump_arguments,
     expect_dict,
     expect_list,
@@ -152,7 +154,9 @@ def _user_turn(parts: list[Any], where: str, turn: int, pairing: _Pairing) -> li
 
 def _model_turn(parts: list[Any], where: str, turn: int, pairing: _Pairing) -> JSON:
     pairing.pending = []
-    texts, thoughts, calls = [], [], []
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[JSON] = []
     for i, raw in enumerate(parts):
         at = f"{where}.parts[{i}]"
         part = expect_dict(raw, at)
@@ -177,6 +181,8 @@ def _model_turn(parts: list[Any], where: str, turn: int, pairing: _Pairing) -> J
 
 
 def _system(raw: Any) -> JSON | None:
+    if raw is None:
+        return None
     if isinstance(raw, str):
         return {"role": "system", "content": raw} if raw else None
     texts = []
@@ -348,20 +354,12 @@ def _parts(req: ParsedRequest, result: ChatResult, response_id: str) -> list[JSO
     reasoning = msg.get("reasoning_content")
     if req.extra.get("include_thoughts") and isinstance(reasoning, str) and reasoning:
         parts.append({"text": reasoning, "thought": True})
-    text = msg.get("content")
-    if isinstance(text, list):
-        text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
-    if isinstance(text, str) and text:
+    if text := answer_text(msg):
         parts.append({"text": text})
-    for i, call in enumerate(msg.get("tool_calls") or []):
-        if not isinstance(call, dict):
-            continue
-        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-        args, _ = parse_arguments(fn.get("arguments"))
-        name = fn.get("name") if isinstance(fn.get("name"), str) else ""
-        fc: JSON = {"name": name, "args": args}
+    for i, (raw_id, name, arguments) in enumerate(answer_tool_calls(msg)):
+        fc: JSON = {"name": name, "args": parse_arguments(arguments)[0]}
         if req.extra.get("uses_ids"):
-            fc["id"] = safe_tool_id(call.get("id"), "call_", response_id, i)
+            fc["id"] = safe_tool_id(raw_id, "call_", response_id, i)
         parts.append({"functionCall": fc})
     return parts
 

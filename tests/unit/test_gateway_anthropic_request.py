@@ -1,0 +1,339 @@
+"""Anthropic Messages request -> canonical OpenAI chat, on the real captured requests of Claude
+Code, pi (anthropic-messages) and Qwen Code (anthropic auth), plus hand-written edge cases and
+fuzzing: a malformed body must raise RequestShapeError and nothing else."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from polar_cli.gateway.protocols import anthropic_messages as am
+from polar_cli.gateway.protocols.base import RequestShapeError
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harness-captures"
+
+
+def capture(name: str) -> dict[str, Any]:
+    return json.loads((CAPTURES / name).read_text())["body"]
+
+
+def roles(req: am.ParsedRequest) -> list[str]:
+    return [m["role"] for m in req.messages]
+
+
+# --------------------------------------------------------------------------- real captures
+
+
+def test_claude_first_turn() -> None:
+    body = capture("claude/002.json")
+    req = am.ADAPTER.parse_request(body)
+    assert req.requested_model == "gw-model"
+    assert req.stream is True
+    assert req.params == {"max_tokens": 32000}  # thinking/output_config.effort/... not forwarded
+    # system blocks joined, billing header dropped; the in-messages system entry stays in place
+    assert roles(req) == ["system", "user", "user"]
+    system = req.messages[0]["content"]
+    assert system.startswith("You are a Claude agent, built on Anthropic's Claude Agent SDK.")
+    assert "x-anthropic-billing-header" not in system
+    assert body["system"][2]["text"] in system
+    # two text blocks of the user turn stay two parts (no separator invented)
+    first = req.messages[1]["content"]
+    assert [p["type"] for p in first] == ["text", "text"]
+    assert first[1]["text"] == "List the files in the current directory using the shell tool."
+    assert all("cache_control" not in p for p in first)
+    reminder = req.messages[2]["content"]
+    assert reminder.startswith("<system-reminder>\nAvailable agent types for the Agent tool:")
+    assert reminder.endswith("\n</system-reminder>")
+    # tools: all 24 carry input_schema -> parameters, nothing else
+    assert len(req.tools) == len(body["tools"]) == 24
+    bash = next(t for t in req.tools if t["function"]["name"] == "Bash")
+    assert bash["type"] == "function"
+    assert bash["function"]["parameters"] == body["tools"][1]["input_schema"]
+    assert bash["function"]["parameters"]["required"] == ["command"]
+    assert set(bash["function"]) == {"name", "description", "parameters"}
+
+
+def test_claude_tool_result_turn_pairs_with_the_call() -> None:
+    req = am.ADAPTER.parse_request(capture("claude/003.json"))
+    assert roles(req) == ["system", "user", "user", "assistant", "tool"]
+    call = req.messages[3]
+    assert call["content"] is None
+    assert call["tool_calls"] == [
+        {
+            "id": "toolu_fc80baa08f484caeae4f",
+            "type": "function",
+            "function": {"name": "Bash", "arguments": '{"command": "ls"}'},
+        }
+    ]
+    assert req.messages[4] == {
+        "role": "tool",
+        "tool_call_id": "toolu_fc80baa08f484caeae4f",
+        "content": "hello_claude.txt",
+    }
+
+
+@pytest.mark.parametrize(
+    "name", ["pi-anthropic-messages/001.json", "pi-anthropic-messages/002.json"]
+)
+def test_pi_requests(name: str) -> None:
+    body = capture(name)
+    req = am.ADAPTER.parse_request(body)
+    assert req.params == {"max_tokens": 16384}
+    assert req.messages[0]["role"] == "system"
+    assert req.messages[0]["content"] == body["system"][0]["text"]
+    assert req.messages[1] == {
+        "role": "user",
+        "content": "List the files in the current directory using the bash tool.",
+    }
+    # eager_input_streaming / cache_control on tools are dropped
+    assert [t["function"]["name"] for t in req.tools] == ["read", "bash", "edit", "write"]
+    for tool in req.tools:
+        assert set(tool["function"]) == {"name", "description", "parameters"}
+    if name.endswith("002.json"):
+        assert roles(req) == ["system", "user", "assistant", "tool"]
+        tool_id = req.messages[2]["tool_calls"][0]["id"]
+        assert req.messages[3] == {
+            "role": "tool",
+            "tool_call_id": tool_id,
+            "content": "hello_pi.txt\n",
+        }
+
+
+def test_qwen_anthropic_request() -> None:
+    req = am.ADAPTER.parse_request(capture("qwen-anthropic/002.json"))
+    assert req.params == {"max_tokens": 8000, "temperature": 1}
+    assert roles(req) == ["system", "user", "assistant", "user", "assistant", "tool"]
+    assert req.messages[2] == {"role": "assistant", "content": "Got it. Thanks for the context!"}
+    assert req.messages[4]["tool_calls"][0]["function"]["name"] == "run_shell_command"
+    assert req.messages[5]["tool_call_id"] == req.messages[4]["tool_calls"][0]["id"]
+    assert req.messages[5]["content"].startswith("Command: ls\nDirectory: (root)")
+    assert len(req.tools) == 15
+
+
+# --------------------------------------------------------------------------- edge cases
+
+
+def base(**extra: Any) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}],
+        **extra,
+    }
+
+
+def test_system_string_and_generation_options() -> None:
+    req = am.parse_request(
+        base(system="be brief", temperature=0.2, top_p=0.9, top_k=20, stop_sequences=["X", "Y"])
+    )
+    assert req.messages[0] == {"role": "system", "content": "be brief"}
+    assert req.params == {
+        "max_tokens": 10,
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "top_k": 20,
+        "stop": ["X", "Y"],
+    }
+    assert req.extra["stop_sequences"] == ["X", "Y"]
+    assert req.stream is False
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        ({"type": "auto"}, "auto"),
+        ({"type": "any"}, "required"),
+        ({"type": "none"}, "none"),
+        ({"type": "tool", "name": "Bash"}, {"type": "function", "function": {"name": "Bash"}}),
+    ],
+)
+def test_tool_choice(choice: dict[str, Any], expected: Any) -> None:
+    assert am.parse_request(base(tool_choice=choice)).params["tool_choice"] == expected
+
+
+def test_disable_parallel_tool_use() -> None:
+    req = am.parse_request(base(tool_choice={"type": "auto", "disable_parallel_tool_use": True}))
+    assert req.params["parallel_tool_calls"] is False
+
+
+def test_server_tools_without_schema_are_dropped() -> None:
+    tools = [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+        {"name": "f", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}},
+    ]
+    req = am.parse_request(base(tools=tools))
+    assert req.tools == [
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    ]
+
+
+def test_thinking_and_redacted_thinking_in_history() -> None:
+    messages = [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                {"type": "redacted_thinking", "data": "opaque"},
+                {"type": "text", "text": "answer"},
+            ],
+        },
+        {"role": "user", "content": "more"},
+    ]
+    req = am.parse_request(
+        base(messages=messages, thinking={"type": "enabled", "budget_tokens": 5})
+    )
+    assert req.messages[1] == {"role": "assistant", "content": "answer", "reasoning_content": "hmm"}
+    assert "thinking" not in req.params
+
+
+def test_tool_results_come_first_and_blocks_convert() -> None:
+    img = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAA"}}
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "a", "input": {"x": "é"}},
+            {"type": "tool_use", "id": "t2", "name": "b", "input": {}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "text", "text": "note"},
+            {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "r1"}, img]},
+            {"type": "tool_result", "tool_use_id": "t2", "is_error": True,
+             "content": [{"type": "text", "text": "boom"}]},
+        ]},
+    ]  # fmt: skip
+    req = am.parse_request(base(messages=messages))
+    assert roles(req) == ["user", "assistant", "tool", "tool", "user"]
+    assert req.messages[1]["tool_calls"][0]["function"]["arguments"] == '{"x": "é"}'
+    assert req.messages[2]["content"] == [
+        {"type": "text", "text": "r1"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAA"}},
+    ]
+    assert req.messages[3] == {"role": "tool", "tool_call_id": "t2", "content": "boom"}
+    assert req.messages[4] == {"role": "user", "content": "note"}
+
+
+def test_leading_system_entry_without_top_level_system() -> None:
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "q"}]
+    req = am.parse_request(base(messages=messages))
+    assert req.messages == [{"role": "system", "content": "sys"}, {"role": "user", "content": "q"}]
+
+
+def test_already_wrapped_reminder_is_not_wrapped_twice() -> None:
+    text = "<system-reminder>\nx\n</system-reminder>"
+    messages = [{"role": "user", "content": "q"}, {"role": "system", "content": text}]
+    assert am.parse_request(base(messages=messages)).messages[1] == {
+        "role": "user",
+        "content": text,
+    }
+
+
+def test_output_config_format_becomes_response_format() -> None:
+    schema = {"type": "object", "properties": {"title": {"type": "string"}}}
+    req = am.parse_request(
+        base(output_config={"effort": "low", "format": {"type": "json_schema", "schema": schema}})
+    )
+    assert req.params["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "output", "schema": schema},
+    }
+
+
+def test_count_tokens_body_without_max_tokens() -> None:
+    req = am.parse_count_tokens({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert req.messages == [{"role": "user", "content": "hi"}]
+    assert am.render_count_tokens(7) == {"input_tokens": 7}
+
+
+# --------------------------------------------------------------------------- malformed input
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        [],
+        "x",
+        {"model": "m"},
+        {"model": 3, "messages": []},
+        {"messages": "hi"},
+        {"messages": [{"role": "tool", "content": "x"}]},
+        {"messages": [{"role": "user", "content": 5}]},
+        {"messages": [{"role": "user", "content": [{"type": "video"}]}]},
+        {"messages": [{"role": "user", "content": [{"type": "tool_result"}]}]},
+        {
+            "messages": [
+                {"role": "assistant", "content": [{"type": "tool_use", "name": "a", "input": []}]}
+            ]
+        },
+        {"messages": [], "tools": [{"name": "a", "input_schema": "x"}]},
+        {"messages": [], "tool_choice": {"type": "maybe"}},
+        {"messages": [], "max_tokens": "10"},
+        {"messages": [], "temperature": True},
+        {"messages": [], "stop_sequences": [1]},
+        {"messages": [], "system": [{"type": "image"}]},
+        {"messages": [], "stream": "yes"},
+    ],
+)
+def test_malformed_bodies_raise_shape_errors(body: Any) -> None:
+    with pytest.raises(RequestShapeError):
+        am.parse_request(body)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+keys = st.sampled_from(
+    ["model", "messages", "system", "tools", "tool_choice", "max_tokens", "stream", "role",
+     "content", "type", "text", "tool_use_id", "input", "name", "id", "source", "input_schema",
+     "thinking", "output_config", "format", "schema", "stop_sequences", "temperature"]
+)  # fmt: skip
+shaped = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5)
+    | st.sampled_from(["user", "assistant", "system", "text", "tool_use", "tool_result", "image",
+                       "thinking", "auto", "tool", "json_schema", "base64", "url"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=5),
+    max_leaves=30,
+)  # fmt: skip
+
+
+def _only_shape_errors(body: Any) -> None:
+    try:
+        req = am.parse_request(body)
+    except RequestShapeError:
+        return
+    json.dumps(req.messages)  # what it produced is plain JSON
+    json.dumps(req.tools)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(json_values, shaped))
+def test_random_json_only_raises_shape_errors(body: Any) -> None:
+    _only_shape_errors(body)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_mutated_captures_only_raise_shape_errors(data: st.DataObject) -> None:
+    body = copy.deepcopy(capture("claude/003.json"))
+    for _ in range(data.draw(st.integers(1, 3))):
+        node: Any = body
+        path = []
+        while isinstance(node, dict | list) and node and data.draw(st.booleans()):
+            key = data.draw(
+                st.sampled_from(list(node.keys()) if isinstance(node, dict) else range(len(node)))
+            )
+            path.append(key)
+            parent, node = node, node[key]
+        if path:
+            parent[path[-1]] = data.draw(json_values)
+    _only_shape_errors(body)
