@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -25,7 +24,7 @@ from typing import Literal, Self
 
 from polar_cli.errors import InfraError, SetupError
 from polar_cli.recipe.schema import LocalRuntime
-from polar_cli.runtime import sandbox
+from polar_cli.runtime import files, sandbox
 from polar_cli.runtime.base import ExecResult, RuntimeSpec
 from polar_cli.runtime.proc import ProcessSet
 from polar_cli.runtime.repo import materialise_repo, snapshot_path
@@ -180,30 +179,16 @@ class LocalBackend:
             roots[self._tmpdir] = self.host_tmp
         if self.harness_dir is not None and self.host_harness is not None and not writable:
             roots[self.harness_dir] = self.host_harness
-        root = sandbox.under(path, roots)
-        if root is None:
+        host = files.host_path(path, roots)
+        if host is None:
             raise InfraError(
                 f"{path} is outside the runtime's directories ({', '.join(roots)}): "
                 "upload/download only reach the repo, home and artifacts dirs"
             )
-        rel = path[len(root) :].lstrip("/")
-        host = (roots[root] / rel).resolve()
-        if host != roots[root] and roots[root] not in host.parents:
-            raise InfraError(f"{path} escapes the runtime's directory {root}")
         return host
 
     async def upload(self, src: Path, dst: str) -> None:
-        await asyncio.to_thread(_copy, src, self.host_path(dst, writable=True))
+        await asyncio.to_thread(files.copy_path, src, self.host_path(dst, writable=True))
 
     async def download(self, src: str, dst: Path) -> None:
-        await asyncio.to_thread(_copy, self.host_path(src, writable=False), dst)
-
-
-def _copy(src: Path, dst: Path) -> None:
-    if not src.exists():
-        raise InfraError(f"cannot copy {src}: it does not exist")
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    if src.is_dir():
-        shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
-    else:
-        shutil.copy2(src, dst)
+        await asyncio.to_thread(files.copy_path, self.host_path(src, writable=False), dst)

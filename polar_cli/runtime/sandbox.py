@@ -14,7 +14,7 @@ import functools
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,11 +124,3 @@ def probe_bwrap(bwrap: str) -> str | None:
 
 def find_bwrap() -> str | None:
     return shutil.which("bwrap")
-
-
-def under(path: str, roots: Iterable[str]) -> str | None:
-    """The root of `roots` that in-runtime `path` lies under, if any."""
-    for root in roots:
-        if path == root or path.startswith(root.rstrip("/") + "/"):
-            return root
-    return None

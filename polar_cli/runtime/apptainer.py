@@ -1,0 +1,271 @@
+"""The `apptainer` runtime backend: one Apptainer instance per runtime (cluster nodes).
+
+Owns: starting one instance from the task's image with the isolation flags (they only count at
+`instance start`; an exec into an instance does not honour them), exec'ing commands into it
+with `--env`/`--cwd`, a timeout and a cancel path, copying files in and out, and stopping the
+instance always -- after errors, cancellation and failed starts too.
+
+Where spython serves and where it does not:
+  - spython builds the argv skeletons (`init_command`) of `instance start`, `instance stop`,
+    `exec` and `pull`; we substitute the configured executable for its `singularity`;
+  - everything runs through proc.py as plain subprocesses, because spython's runners have no
+    timeout, merge stdout and stderr, replace the whole environment when given `environ=`,
+    call `sys.exit` on a missing bind source, and block the event loop.
+Out of scope: pulling images (sif_cache.py), what runs inside (harness/, verify/).
+
+In-instance paths: repo `/testbed` (where SWE-bench / SWE-Gym images keep it), HOME
+`/tmp/polar/home`, artifacts `/tmp/polar/artifacts`, harness `/tmp/polar/harness`; the last
+three are bind mounts of host dirs under `spec.host_dir` (or of the harness image).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import SimpleNamespace, TracebackType
+from typing import Self
+
+from polar_cli.errors import InfraError, SetupError
+from polar_cli.recipe.schema import ApptainerRuntime
+from polar_cli.runtime import files, sandbox
+from polar_cli.runtime.base import ExecResult, RuntimeSpec
+from polar_cli.runtime.proc import ProcessSet, run_host
+from polar_cli.runtime.repo import GIT_USER_EMAIL, GIT_USER_NAME
+from polar_cli.runtime.sif_cache import ensure_image
+
+log = logging.getLogger(__name__)
+
+REPO_DIR = "/testbed"
+START_TIMEOUT_S = 300.0
+STOP_TIMEOUT_S = 60.0
+STOP_GRACE_S = 10  # `instance stop -t`: force-kill what did not stop after this
+OVERLAY_TIMEOUT_S = 300.0
+XFER_DIR = ".xfer"  # under artifacts: staging for copies to/from paths outside the binds
+
+
+def _spython_argv(executable: str, action: list[str]) -> list[str]:
+    from spython.main.base.command import init_command
+
+    argv: list[str] = init_command(SimpleNamespace(quiet=True, debug=False), action)
+    return [executable, *argv[1:]]
+
+
+def _instance_name(session_id: str, purpose: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "-", session_id).strip("-")[:40] or "session"
+    return f"polar-{safe}-{purpose}-{uuid.uuid4().hex[:8]}"
+
+
+def _client_env() -> dict[str, str]:
+    """Environment of the apptainer client process itself (not of the container: that is
+    --cleanenv plus --env). Apptainer's own settings (APPTAINER_*) are kept."""
+    keep = ("PATH", "HOME", "USER", "LANG", "XDG_RUNTIME_DIR")
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k in keep or k.startswith(("APPTAINER", "SINGULARITY"))
+    }
+
+
+class ApptainerBackend:
+    """One instance per runtime (see the module docstring). Use as an async context manager."""
+
+    def __init__(self, cfg: ApptainerRuntime, spec: RuntimeSpec) -> None:
+        exe = shutil.which(cfg.executable)
+        if exe is None:
+            raise SetupError(
+                f"{cfg.executable} not found on PATH: install Apptainer >= 1.3 "
+                "or set runtime.kind=local"
+            )
+        if not spec.task.image:
+            raise SetupError(
+                f"task {spec.task.instance_id!r} has no container image: give it an `image` "
+                "(docker://... or a SIF path) or use runtime.kind=local with a snapshot"
+            )
+        self.cfg = cfg
+        self.spec = spec
+        self.exe = exe
+        root = spec.host_dir.resolve()
+        self.host_home = root / "home"
+        self.host_artifacts = root / "artifacts"
+        self.host_overlay = root / "overlay.img"
+        self.name = _instance_name(spec.session_id, spec.purpose)
+        self.repo_dir = REPO_DIR
+        self.home_dir = sandbox.SANDBOX_HOME
+        self.artifacts_dir = sandbox.SANDBOX_ARTIFACTS
+        with_harness = spec.purpose == "agent" and (spec.harness_dir or cfg.harness_image)
+        self.harness_dir = sandbox.SANDBOX_HARNESS if with_harness else None
+        self._procs = ProcessSet()
+        self._started = False
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start_argv(self, image: Path) -> list[str]:
+        """`apptainer instance start <isolation flags> <image> <name>`."""
+        cfg, spec = self.cfg, self.spec
+        flags = ["--containall", "--cleanenv", "--no-home", "--pwd", REPO_DIR]
+        if cfg.writable == "overlay":
+            flags += ["--overlay", str(self.host_overlay)]
+        else:
+            flags += ["--writable-tmpfs"]
+        if spec.purpose == "eval" or cfg.network == "none":
+            flags += ["--net", "--network", "none"]
+        flags += ["--bind", f"{self.host_artifacts}:{self.artifacts_dir}"]
+        flags += ["--bind", f"{self.host_home}:{self.home_dir}"]
+        if self.harness_dir is not None:
+            if spec.harness_dir is not None:
+                flags += ["--bind", f"{spec.harness_dir.resolve()}:{self.harness_dir}:ro"]
+            else:
+                src = f"image-src={cfg.harness_prefix}"
+                flags += ["--bind", f"{cfg.harness_image}:{self.harness_dir}:{src}"]
+        if cfg.fakeroot:
+            flags += ["--fakeroot"]
+        flags += list(cfg.extra_flags)
+        return [*_spython_argv(self.exe, ["instance", "start"]), *flags, str(image), self.name]
+
+    async def __aenter__(self) -> Self:
+        for d in (self.host_home, self.host_artifacts):
+            d.mkdir(parents=True, exist_ok=True)
+        if self.spec.harness_dir is not None and not self.spec.harness_dir.is_dir():
+            raise SetupError(
+                f"harness tree {self.spec.harness_dir} does not exist: install the harness "
+                "first (polar harness install NAME)"
+            )
+        # A HOME git config, so a harness can commit in an image's repository whatever uid
+        # owns it (safe.directory) without any host identity.
+        (self.host_home / ".gitconfig").write_text(
+            f"[user]\n\tname = {GIT_USER_NAME}\n\temail = {GIT_USER_EMAIL}\n"
+            "[safe]\n\tdirectory = *\n[commit]\n\tgpgsign = false\n"
+        )
+        image = await ensure_image(
+            self.exe, self.spec.task.image or "", Path(self.cfg.sif_cache), self.cfg.pull_timeout_s
+        )
+        if self.cfg.writable == "overlay" and not self.host_overlay.exists():
+            await run_host(
+                [*_spython_argv(self.exe, ["overlay", "create"]), "--size",
+                 str(self.cfg.overlay_size_mb), str(self.host_overlay)],
+                timeout_s=OVERLAY_TIMEOUT_S, env=_client_env(), what="creating the overlay",
+            )  # fmt: skip
+        try:
+            self._started = True  # from here on, teardown must try to stop it
+            await run_host(
+                self.start_argv(image),
+                timeout_s=START_TIMEOUT_S,
+                env=_client_env(),
+                what=f"starting instance {self.name} of {self.spec.task.image}",
+            )
+        except BaseException:
+            await self._stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._procs.kill_all()
+        await self._stop()
+
+    async def _stop(self) -> None:
+        """Stop the instance, even while our task is being cancelled; never raises (a failed
+        stop is logged: it must not mask the error that brought us here)."""
+        if not self._started:
+            return
+        self._started = False
+        argv = [*_spython_argv(self.exe, ["instance", "stop"]), "-t", str(STOP_GRACE_S), self.name]
+        job = asyncio.ensure_future(
+            ProcessSet().run(argv, timeout_s=STOP_TIMEOUT_S, env=_client_env())
+        )
+        try:
+            await asyncio.shield(job)
+        except asyncio.CancelledError:
+            with contextlib.suppress(asyncio.CancelledError):
+                await job  # finish stopping, then let the cancellation go on
+            raise
+        finally:
+            if job.done() and not job.cancelled() and job.exception() is None:
+                res = job.result()
+                if res.exit_code != 0:
+                    tail = (res.stderr or res.stdout)[-500:]
+                    log.warning("could not stop instance %s: %s", self.name, tail)
+
+    async def cancel(self) -> None:
+        """Kill every exec we started (its whole process group: the apptainer client and the
+        command in the instance). A process that left its group (a daemon) dies when the
+        instance stops at teardown."""
+        self._procs.kill_all()
+
+    # ----------------------------------------------------------------- exec
+
+    def _exec_prefix(self, env: Mapping[str, str], cwd: str) -> list[str]:
+        # --cleanenv again at exec: the instance's flag does not cover the exec's own env.
+        argv = [*_spython_argv(self.exe, ["exec"]), "--cleanenv"]
+        for key, value in env.items():
+            argv += ["--env", f"{key}={value}"]
+        return [*argv, "--cwd", cwd, f"instance://{self.name}"]
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        if not self._started:
+            raise InfraError(f"instance {self.name} is not running: enter the runtime first")
+        if not argv:
+            raise ValueError("exec needs a non-empty argv")
+        # No PATH here: the image's own PATH (conda envs in SWE-bench images) must stay.
+        full = {"HOME": self.home_dir, "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
+        full.update(env or {})
+        prefix = self._exec_prefix(full, cwd or self.repo_dir)
+        return await self._procs.run(
+            [*prefix, *argv], timeout_s=timeout_s, env=_client_env(), stdin=stdin
+        )
+
+    # ----------------------------------------------------------------- files
+
+    def _bound(self, path: str) -> Path | None:
+        roots = {self.home_dir: self.host_home, self.artifacts_dir: self.host_artifacts}
+        return files.host_path(path, roots)
+
+    async def upload(self, src: Path, dst: str) -> None:
+        host = self._bound(dst)
+        if host is not None:
+            await asyncio.to_thread(files.copy_path, src, host)
+            return
+        # Outside the binds (e.g. /testbed): stage in artifacts, copy inside the instance.
+        stage = f"{XFER_DIR}/{uuid.uuid4().hex}"
+        await asyncio.to_thread(files.copy_path, src, self.host_artifacts / stage)
+        try:
+            await self._inside(["cp", "-a", "-T", f"{self.artifacts_dir}/{stage}", dst], dst)
+        finally:
+            await asyncio.to_thread(files.remove_path, self.host_artifacts / stage)
+
+    async def download(self, src: str, dst: Path) -> None:
+        host = self._bound(src)
+        if host is not None:
+            await asyncio.to_thread(files.copy_path, host, dst)
+            return
+        stage = f"{XFER_DIR}/{uuid.uuid4().hex}"
+        await self._inside(["mkdir", "-p", f"{self.artifacts_dir}/{XFER_DIR}"], src)
+        try:
+            await self._inside(["cp", "-a", "-T", src, f"{self.artifacts_dir}/{stage}"], src)
+            await asyncio.to_thread(files.copy_path, self.host_artifacts / stage, dst)
+        finally:
+            await asyncio.to_thread(files.remove_path, self.host_artifacts / stage)
+
+    async def _inside(self, argv: list[str], what: str) -> None:
+        res = await self.exec(argv, timeout_s=START_TIMEOUT_S, cwd="/")
+        if res.exit_code != 0:
+            raise InfraError(f"copying {what} in instance {self.name} failed: {res.stderr[-500:]}")

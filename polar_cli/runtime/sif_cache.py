@@ -1,0 +1,137 @@
+"""The SIF cache of the apptainer runtime: each task image pulled and converted once, by name.
+
+Owns: turning a task's image (`docker://...`, a bare registry name, or a local SIF/directory
+image path) into a local image path; the cache layout (`<sif_cache>/<safe name>-<hash>.sif`);
+and making a pull happen once however many sessions want the image at the same time:
+  - within one process, concurrent asyncio callers share one pull task;
+  - across processes (several Slurm jobs on a shared filesystem) an exclusive `flock` on
+    `<sif>.lock` serialises them, and the pull writes a temporary file renamed into place
+    atomically, so a reader never sees a half-written SIF.
+The pull itself is `apptainer pull <dest> <uri>`: its argv is built with spython's command
+builder, and it runs as a plain subprocess with a timeout (spython's runner has none).
+Out of scope: instances (apptainer.py), building harness images (images/).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from polar_cli.errors import InfraError
+from polar_cli.runtime.proc import run_host
+
+LOCK_POLL_S = 0.2
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+# One pull task per (event loop, cache path): concurrent callers in this process await it.
+_inflight: dict[tuple[int, Path], asyncio.Task[Path]] = {}
+
+
+def image_uri(image: str) -> str:
+    """`docker://name:tag` for a bare registry name; other URIs (docker://, oras://,
+    library://, shub://) unchanged."""
+    return image if "://" in image else f"docker://{image}"
+
+
+def is_local_image(image: str) -> bool:
+    """A path to an existing SIF file or sandbox directory (used as is, never pulled)."""
+    return "://" not in image and image.startswith(("/", "./", "~")) and Path(image).exists()
+
+
+def cache_path(cache_dir: Path, image: str) -> Path:
+    """The cache file for `image`: readable name plus a hash (distinct tags never collide)."""
+    uri = image_uri(image)
+    name = _SAFE.sub("_", uri.split("://", 1)[1]).strip("_")[:120]
+    digest = hashlib.sha256(uri.encode()).hexdigest()[:10]
+    return cache_dir / f"{name}-{digest}.sif"
+
+
+def pull_argv(executable: str, dest: Path, uri: str) -> list[str]:
+    """`apptainer pull <dest> <uri>`, built with spython's command builder (which names the
+    binary `singularity`; we substitute the configured executable)."""
+    from types import SimpleNamespace
+
+    from spython.main.base.command import init_command
+
+    argv: list[str] = init_command(SimpleNamespace(quiet=True, debug=False), "pull")
+    return [executable, *argv[1:], str(dest), uri]
+
+
+@contextlib.asynccontextmanager
+async def _file_lock(path: Path, timeout_s: float) -> AsyncIterator[None]:
+    """Exclusive advisory lock across processes, acquired without blocking the event loop."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if loop.time() > deadline:
+                    raise InfraError(
+                        f"waited {timeout_s:.0f}s for another process pulling into {path}: "
+                        "remove the lock file if no pull is running"
+                    ) from None
+                await asyncio.sleep(LOCK_POLL_S)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+async def _pull(executable: str, image: str, dest: Path, timeout_s: float) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    async with _file_lock(dest.with_name(dest.name + ".lock"), timeout_s):
+        if dest.exists():  # another process finished it while we waited
+            return dest
+        tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        try:
+            await run_host(
+                pull_argv(executable, tmp, image_uri(image)),
+                timeout_s=timeout_s,
+                env=_pull_env(),
+                what=f"pulling image {image}",
+            )
+            if not tmp.exists():
+                raise InfraError(f"pulling image {image}: {executable} wrote no file at {tmp}")
+            os.replace(tmp, dest)  # atomic: readers see no SIF or a whole one
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+    return dest
+
+
+def _pull_env() -> dict[str, str]:
+    """The host environment a pull needs (registry auth and cache settings of Apptainer)."""
+    keep = ("PATH", "HOME", "USER", "LANG", "XDG_RUNTIME_DIR", "TMPDIR")
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k in keep or k.startswith(("APPTAINER", "SINGULARITY"))
+    }
+
+
+async def ensure_image(executable: str, image: str, cache_dir: Path, timeout_s: float) -> Path:
+    """The local image for `image`, pulling it into the cache first when needed."""
+    if is_local_image(image):
+        return Path(image).expanduser().resolve()
+    dest = cache_path(cache_dir.expanduser().resolve(), image)
+    if dest.exists():
+        return dest
+    loop = asyncio.get_running_loop()
+    key = (id(loop), dest)
+    task = _inflight.get(key)
+    if task is None:
+        task = loop.create_task(_pull(executable, image, dest, timeout_s))
+        _inflight[key] = task
+        task.add_done_callback(lambda _t: _inflight.pop(key, None))  # a failed pull is retried
+    # shield: one caller being cancelled must not abort the pull the others are waiting for
+    return await asyncio.shield(task)

@@ -1,0 +1,341 @@
+"""The apptainer runtime against tests/fixtures/apptainer_standin/apptainer: a stand-in binary on
+PATH that really runs what it is given (directory images, bubblewrap), since no Apptainer exists
+on these machines. Real git, real processes, real files; only the container engine is a stand-in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from polar_cli.errors import InfraError, SetupError
+from polar_cli.recipe.schema import ApptainerRuntime
+from polar_cli.records import Task
+from polar_cli.runtime import RuntimeSpec, open_runtime
+from polar_cli.runtime.sandbox import find_bwrap, probe_bwrap
+from polar_cli.runtime.sif_cache import cache_path, ensure_image
+
+T = TypeVar("T")
+STANDIN_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "apptainer_standin"
+IMAGE = "swebench/sweb.eval.x86_64.demo_1776_calc-1:latest"
+
+pytestmark = pytest.mark.skipif(
+    find_bwrap() is None or probe_bwrap(find_bwrap() or "") is not None,
+    reason="the stand-in apptainer runs images with bubblewrap, which cannot start here",
+)
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd, env=env, check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+
+
+@pytest.fixture
+def lab(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A registry holding one image (a repo at /testbed), the stand-in on PATH, a state dir."""
+    root = Path(tempfile.mkdtemp(prefix="polar-app-", dir="/var/tmp"))
+    image_dir = root / "registry" / re.sub(r"[^A-Za-z0-9._-]", "_", IMAGE)
+    testbed = image_dir / "testbed"
+    testbed.mkdir(parents=True)
+    git(testbed, "init", "-q")
+    (testbed / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    git(testbed, "add", ".")
+    git(testbed, "commit", "-qm", "base")
+    monkeypatch.setenv("PATH", f"{STANDIN_DIR}:{os.environ['PATH']}")
+    monkeypatch.setenv("APPTAINER_STANDIN_STATE", str(root / "state"))
+    monkeypatch.setenv("APPTAINER_STANDIN_REGISTRY", str(root / "registry"))
+    yield root
+    for rec in (root / "state" / "instances").glob("*/instance.json"):  # leave nothing behind
+        subprocess.run(
+            ["apptainer", "instance", "stop", json.loads(rec.read_text())["name"]], check=False
+        )
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def task(lab: Path, image: str = IMAGE) -> Task:
+    base = git(
+        lab / "registry" / re.sub(r"[^A-Za-z0-9._-]", "_", IMAGE) / "testbed", "rev-parse", "HEAD"
+    )
+    return Task(
+        instance_id="demo__calc-1",
+        repo="demo/calc",
+        base_commit=base,
+        problem_statement="p",
+        image=image,
+    )
+
+
+def cfg(lab: Path, **kw: Any) -> ApptainerRuntime:
+    return ApptainerRuntime(sif_cache=str(lab / "sif"), **kw)
+
+
+def spec(lab: Path, session: str, purpose: str = "agent", **kw: Any) -> RuntimeSpec:
+    return RuntimeSpec(session, task(lab), lab / "work" / session / purpose, purpose, **kw)  # type: ignore[arg-type]
+
+
+def instances(lab: Path) -> list[str]:
+    out = subprocess.run(
+        ["apptainer", "instance", "list", "--json"], capture_output=True, text=True, check=True
+    )
+    return [i["instance"] for i in json.loads(out.stdout)["instances"]]
+
+
+def procs_with(marker: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def sh(script: str) -> list[str]:
+    return ["bash", "-c", script]
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_instance_runs_commands_with_isolation_flags_and_is_stopped(lab: Path) -> None:
+    async def go() -> str:
+        async with open_runtime(cfg(lab), spec(lab, "s1")) as rt:
+            assert rt.repo_dir == "/testbed"
+            name = rt.name  # type: ignore[attr-defined]
+            assert instances(lab) == [name]
+            flags = json.loads((lab / "state" / "instances" / name / "instance.json").read_text())[
+                "flags"
+            ]
+            for f in ("--containall", "--cleanenv", "--no-home", "--writable-tmpfs"):
+                assert flags[f] is True
+            assert flags["--pwd"] == "/testbed" and "--net" not in flags
+            res = await rt.exec(
+                sh("pwd; cat calc.py; echo $HOME $GREETING; ls /root /home 2>&1; true"),
+                timeout_s=30,
+                env={"GREETING": "hi"},
+            )
+            assert res.exit_code == 0, res
+            lines = res.stdout.splitlines()
+            assert lines[0] == "/testbed" and "a - b" in res.stdout
+            assert f"{rt.home_dir} hi" in res.stdout
+            assert "No such file" in res.stdout  # no host home inside
+            # a harness can commit (HOME gitconfig gives an identity)
+            res = await rt.exec(
+                sh("echo y > new.py && git add . && git commit -qm c && git log -1 --format=%an"),
+                timeout_s=30,
+            )
+            assert res.exit_code == 0 and res.stdout.strip() == "polar", res
+            res = await rt.exec(sh(f"echo out > {rt.artifacts_dir}/log.txt"), timeout_s=30)
+            assert (lab / "work" / "s1" / "agent" / "artifacts" / "log.txt").read_text() == "out\n"
+            return name
+
+    name = run(go())
+    assert instances(lab) == []
+    assert procs_with(f"apptainer-standin-instance {name}") == []
+
+
+def test_eval_instance_is_pristine_and_offline(lab: Path) -> None:
+    probe = "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 5); print('CONNECTED')"
+
+    async def go() -> None:
+        server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        port = str(server.sockets[0].getsockname()[1])
+        try:
+            async with open_runtime(cfg(lab), spec(lab, "s1", "agent")) as agent:
+                await agent.exec(sh("echo broken > calc.py"), timeout_s=30)
+                res = await agent.exec(["python3", "-c", probe, port], timeout_s=30)
+                assert "CONNECTED" in res.stdout, res
+                async with open_runtime(cfg(lab), spec(lab, "s1", "eval")) as ev:
+                    res = await ev.exec(sh("cat calc.py; git status --porcelain"), timeout_s=30)
+                    assert res.stdout == "def add(a, b):\n    return a - b\n"
+                    res = await ev.exec(["python3", "-c", probe, port], timeout_s=30)
+                    assert "CONNECTED" not in res.stdout and res.exit_code != 0
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    run(go())
+
+
+def test_instance_stopped_after_error_and_cancellation(lab: Path) -> None:
+    async def failing() -> None:
+        async with open_runtime(cfg(lab), spec(lab, "s1")) as rt:
+            await rt.exec(["true"], timeout_s=30)
+            raise RuntimeError("harness blew up")
+
+    with pytest.raises(RuntimeError, match="blew up"):
+        run(failing())
+    assert instances(lab) == []
+
+    async def cancelled() -> None:
+        started = asyncio.Event()
+
+        async def session() -> None:
+            async with open_runtime(cfg(lab), spec(lab, "s2")) as rt:
+                started.set()
+                await rt.exec(["sleep", "600"], timeout_s=600)
+
+        job = asyncio.create_task(session())
+        await started.wait()
+        await asyncio.sleep(0.3)
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+
+    run(cancelled())
+    assert instances(lab) == []
+
+
+def test_failed_start_leaves_no_instance(lab: Path) -> None:
+    async def go() -> None:
+        async with open_runtime(cfg(lab, extra_flags=["--bogus-flag"]), spec(lab, "s1")):
+            pass
+
+    with pytest.raises(InfraError, match="unknown flag"):
+        run(go())
+    assert instances(lab) == []
+
+
+def test_missing_binary_and_missing_image_are_setup_errors(
+    lab: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SetupError, match="no container image"):
+        open_runtime(
+            cfg(lab), RuntimeSpec("s", Task(**{**task(lab).to_dict(), "image": None}), lab / "w")
+        )
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    with pytest.raises(
+        SetupError,
+        match=r"apptainer not found on PATH: install Apptainer >= 1.3 or set runtime.kind=local",
+    ):
+        open_runtime(cfg(lab), spec(lab, "s1"))
+
+
+# --------------------------------------------------------------------------- exec
+
+
+def test_exec_timeout_and_cancel_kill_the_tree(lab: Path) -> None:
+    marker = f"{uuid.uuid4().int % 10**6}.75"
+
+    async def go() -> None:
+        async with open_runtime(cfg(lab), spec(lab, "s1")) as rt:
+            res = await rt.exec(sh(f"sleep {marker} & echo started; sleep {marker}"), timeout_s=1.5)
+            assert res.timed_out and res.exit_code == -1 and "started" in res.stdout
+            assert procs_with(f"sleep {marker}") == []
+            job = asyncio.create_task(rt.exec(sh(f"sleep {marker}; echo late"), timeout_s=600))
+            for _ in range(300):
+                if procs_with(f"sleep {marker}"):
+                    break
+                await asyncio.sleep(0.02)
+            await rt.cancel()
+            res = await job
+            assert res.cancelled and res.exit_code == -1 and "late" not in res.stdout
+            assert (await rt.exec(["true"], timeout_s=30)).exit_code == 0
+
+    run(go())
+    assert procs_with(f"sleep {marker}") == []
+
+
+def test_upload_download_inside_and_through_binds(lab: Path) -> None:
+    src = lab / "in"
+    src.mkdir()
+    (src / "patch.diff").write_text("diff --git a/x b/x\n")
+
+    async def go() -> None:
+        async with open_runtime(cfg(lab), spec(lab, "s1")) as rt:
+            await rt.upload(src / "patch.diff", "/testbed/patch.diff")  # outside the binds
+            await rt.upload(src, f"{rt.artifacts_dir}/in")
+            res = await rt.exec(
+                sh(f"cat /testbed/patch.diff {rt.artifacts_dir}/in/patch.diff"), timeout_s=30
+            )
+            assert res.stdout == "diff --git a/x b/x\n" * 2
+            await rt.download("/testbed/calc.py", lab / "got" / "calc.py")
+            assert "a - b" in (lab / "got" / "calc.py").read_text()
+            assert not any((lab / "work" / "s1" / "agent" / "artifacts" / ".xfer").iterdir())
+
+    run(go())
+
+
+def test_harness_tree_is_read_only_and_overlay_mode_works(lab: Path) -> None:
+    harness = lab / "harness"
+    (harness / "bin").mkdir(parents=True)
+    (harness / "bin" / "agent").write_text("#!/bin/sh\necho agent-ran\n")
+    (harness / "bin" / "agent").chmod(0o755)
+
+    async def go() -> None:
+        async with open_runtime(
+            cfg(lab, writable="overlay"), spec(lab, "s1", harness_dir=harness)
+        ) as rt:
+            assert rt.harness_dir is not None
+            res = await rt.exec([f"{rt.harness_dir}/bin/agent"], timeout_s=30)
+            assert res.stdout == "agent-ran\n"
+            res = await rt.exec(["touch", f"{rt.harness_dir}/bin/x"], timeout_s=30)
+            assert res.exit_code != 0
+            assert (await rt.exec(["touch", "/testbed/w"], timeout_s=30)).exit_code == 0
+        assert (lab / "work" / "s1" / "agent" / "overlay.img").exists()
+
+    run(go())
+
+
+# --------------------------------------------------------------------------- SIF cache
+
+
+def test_concurrent_pulls_convert_once(lab: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APPTAINER_STANDIN_PULL_DELAY", "1.5")
+    cache = lab / "sif"
+    other = subprocess.Popen(  # another process (a second Slurm job) wants the same image
+        [sys.executable, "-c",
+         "import asyncio,sys; from pathlib import Path; from polar_cli.runtime.sif_cache import ensure_image;"
+         "print(asyncio.run(ensure_image('apptainer', sys.argv[1], Path(sys.argv[2]), 60)))", IMAGE, str(cache)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+    async def go() -> list[Path]:
+        return list(
+            await asyncio.gather(*(ensure_image("apptainer", IMAGE, cache, 60) for _ in range(4)))
+        )
+
+    try:
+        paths = run(go())
+    finally:
+        out, _ = other.communicate(timeout=60)
+    assert set(paths) == {cache_path(cache, IMAGE)} and Path(out.strip()) == paths[0]
+    pulls = (lab / "state" / "pulls.log").read_text().splitlines()
+    assert len(pulls) == 1, pulls
+    assert [p.name for p in cache.iterdir() if not p.name.endswith(".lock")] == [paths[0].name]
+    # cached: a later runtime does not pull again
+    run(go())
+    assert len((lab / "state" / "pulls.log").read_text().splitlines()) == 1
+
+
+def test_failed_pull_leaves_no_partial_sif(lab: Path) -> None:
+    async def go() -> None:
+        async with open_runtime(
+            cfg(lab), RuntimeSpec("s", task(lab, "docker://nope/missing:1"), lab / "w")
+        ):
+            pass
+
+    with pytest.raises(InfraError, match="manifest unknown"):
+        run(go())
+    assert [p for p in (lab / "sif").iterdir() if not p.name.endswith(".lock")] == []
+    assert instances(lab) == []
