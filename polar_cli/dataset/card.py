@@ -112,6 +112,8 @@ def render_card(
         for config in CONFIGS
         for split, n in rows.get(config, {}).items()
     )
+    if not any(splits_by_config.get(c) for c in CONFIGS):
+        rows_table = "| (none) | - | 0 |\n\n**No accepted session yet**: `datasets` cannot load a split without rows, so no config is declared until one is accepted."
     body = _BODY.format(
         name=name,
         description=description or "A polar-cli trajectory dataset.",

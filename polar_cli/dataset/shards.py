@@ -64,17 +64,14 @@ def write_split(
     *,
     max_rows: int,
     max_bytes: int,
-    write_empty: bool = False,
 ) -> list[Path]:
     """Write `table` as the shards of one split into `directory`; returns the files written.
 
-    An empty table writes nothing unless `write_empty` (then one 0-row shard carrying the schema,
-    so a config with no rows at all still loads).
+    An empty table writes nothing: `datasets` cannot load a split without rows (neither a 0-row
+    file nor a 0-row row group), so an empty split is simply not written and not declared.
     """
     directory.mkdir(parents=True, exist_ok=True)
     plan = plan_shards(table, max_rows, max_bytes)
-    if not plan and write_empty:
-        plan = [(0, 0)]
     written = []
     for index, (offset, length) in enumerate(plan):
         path = directory / shard_name(split, index, len(plan))

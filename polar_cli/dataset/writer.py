@@ -153,15 +153,12 @@ def write_tables(
         rows[config], splits_by_config[config] = {}, []
         for split in SPLITS:
             part = table.filter(pa.array([s == split for s in column], type=pa.bool_()))
-            # a config with no rows at all still gets one empty train shard so it loads
-            empty_ok = split == SPLITS[0] and table.num_rows == 0
             written = shards.write_split(
                 part,
                 staging / config,
                 split,
                 max_rows=cfg.shard_max_rows,
                 max_bytes=cfg.shard_max_bytes,
-                write_empty=empty_ok,
             )
             if written:
                 rows[config][split] = part.num_rows

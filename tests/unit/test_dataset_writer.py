@@ -1,0 +1,143 @@
+"""Dataset writer: real Parquet files, bounded shards, canonical order, atomic rewrite."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from polar_cli.dataset.card import check_card, parse_header
+from polar_cli.dataset.sessions import normalize_message
+from polar_cli.dataset.synthetic import synthetic_run
+from polar_cli.dataset.writer import read_dataset_tables, write_dataset
+from polar_cli.errors import InputError
+from polar_cli.recipe.schema import OutputConfig
+from polar_cli.records import Outcome
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()
+    }
+
+
+def _write(d: Path, run, **cfg):  # type: ignore[no-untyped-def]
+    return write_dataset(
+        d, run.results, run.traces, run.completions, cfg=OutputConfig(**cfg), recipe_name="t"
+    )
+
+
+def test_rows_split_and_card(tmp_path: Path) -> None:
+    run = synthetic_run(repos=3, instances_per_repo=8, samples=2)
+    summary = _write(tmp_path, run, test_fraction=0.25)
+    accepted = {r.session_id for r in run.results if r.outcome == Outcome.ACCEPTED}
+    traces, sessions = read_dataset_tables(tmp_path)
+    assert traces is not None and sessions is not None
+    assert set(sessions.column("session_id").to_pylist()) == accepted
+    assert traces.num_rows == sum(len(run.traces[s]) for s in accepted)
+    assert summary.accepted_sessions == len(accepted)
+    # instance-grouped: one split per instance, the same in both configs
+    split_of: dict[str, set[str]] = {}
+    for table in (traces, sessions):
+        for inst, split in zip(
+            table["instance_id"].to_pylist(), table["split"].to_pylist(), strict=True
+        ):
+            split_of.setdefault(inst, set()).add(split)
+    assert all(len(s) == 1 for s in split_of.values())
+    # stratified: every repository with >= 2 accepted instances keeps train rows
+    assert check_card(tmp_path) == []
+    header = parse_header((tmp_path / "README.md").read_text())
+    assert [c["config_name"] for c in header["configs"]] == ["traces", "sessions"]
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["accepted"] == len(accepted) and stats["attempts"] == len(run.results)
+    assert stats["conversation"]["missing"] == 0
+
+
+def test_shards_respect_row_and_byte_bounds(tmp_path: Path) -> None:
+    run = synthetic_run(repos=2, instances_per_repo=10, samples=2)
+    summary = _write(tmp_path, run, shard_max_rows=3, test_fraction=0.2)
+    for rel in summary.files:
+        if rel.endswith(".parquet"):
+            assert pq.read_metadata(tmp_path / rel).num_rows <= 3
+    names = sorted(p.name for p in (tmp_path / "data" / "traces").glob("train-*"))
+    assert names[0] == f"train-00000-of-{len(names):05d}.parquet"
+    assert names[-1] == f"train-{len(names) - 1:05d}-of-{len(names):05d}.parquet"
+    small = tmp_path / "small"
+    _write(small, run, shard_max_bytes=1024)
+    traces = sorted((small / "data" / "traces").glob("*.parquet"))
+    assert len(traces) > len(names)  # the byte bound cuts more shards than the row bound
+
+
+def test_rewrite_is_atomic_swap_without_stale_shards(tmp_path: Path) -> None:
+    run = synthetic_run()
+    _write(tmp_path, run, shard_max_rows=2)
+    many = set(_files(tmp_path))
+    _write(tmp_path, run, shard_max_rows=1000)
+    few = set(_files(tmp_path))
+    assert len(few) < len(many)
+    assert all("-of-00001" in f for f in few if f.endswith(".parquet"))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert check_card(tmp_path) == []
+
+
+def test_output_does_not_depend_on_finishing_order(tmp_path: Path) -> None:
+    run = synthetic_run(seed=3)
+    _write(tmp_path / "a", run)
+    shuffled = list(run.results)
+    random.Random(1).shuffle(shuffled)
+    run2 = type(run)(
+        results=shuffled, traces=dict(reversed(run.traces.items())), completions=run.completions
+    )
+    _write(tmp_path / "b", run2)
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+
+
+def test_accepted_session_without_traces_is_refused(tmp_path: Path) -> None:
+    run = synthetic_run()
+    sid = next(r.session_id for r in run.results if r.outcome == Outcome.ACCEPTED)
+    del run.traces[sid]
+    with pytest.raises(InputError, match=sid):
+        _write(tmp_path, run)
+
+
+def test_no_accepted_session_declares_no_config(tmp_path: Path) -> None:
+    run = synthetic_run()
+    rejected = [r for r in run.results if r.outcome != Outcome.ACCEPTED]
+    summary = write_dataset(tmp_path, rejected, {}, {}, cfg=OutputConfig(), recipe_name="t")
+    assert summary.rows == {"traces": {}, "sessions": {}}
+    assert not list(tmp_path.rglob("*.parquet"))
+    assert parse_header((tmp_path / "README.md").read_text())["configs"] == []
+    assert "No accepted session yet" in (tmp_path / "README.md").read_text()
+    assert any("no `configs`" in p for p in check_card(tmp_path))
+    assert json.loads((tmp_path / "stats.json").read_text())["attempts"] == len(rejected)
+
+
+def test_card_check_finds_missing_and_undeclared_files(tmp_path: Path) -> None:
+    _write(tmp_path, synthetic_run(), test_fraction=0.3)
+    test_shard = next((tmp_path / "data" / "sessions").glob("test-*.parquet"))
+    test_shard.unlink()
+    (tmp_path / "data" / "sessions" / "valid-00000-of-00001.parquet").write_bytes(b"x")
+    problems = check_card(tmp_path)
+    assert any("no file matches" in p for p in problems)
+    assert any("valid-00000" in p and "declared by 0" in p for p in problems)
+
+
+def test_messages_normalise_to_one_shape() -> None:
+    parts = normalize_message(
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    )
+    assert parts["content"] == "ab" and parts["tool_calls"] is None
+    call = normalize_message(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "1", "function": {"name": "f", "arguments": {"x": [1, {"y": 2}]}}}
+            ],
+        }
+    )
+    assert call["tool_calls"][0]["function"]["arguments"] == '{"x": [1, {"y": 2}]}'
+    assert call["tool_calls"][0]["type"] == "function"
