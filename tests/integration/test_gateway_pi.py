@@ -1,0 +1,200 @@
+"""A real harness against `polar gateway`: pi (@mariozechner/pi-coding-agent, pinned) in each of
+its four API modes completes a two-turn tool-using exchange (scripted backend, oracle policy:
+a shell tool call first, then a final text), and every call lands in the capture with its
+parent linked.
+
+Only the edges are faked: the model is the scripted CPU stand-in. The gateway runs as the real
+CLI subprocess; pi is the real npm package, installed once per machine into a cache directory
+(`npm install --prefix`; the harness package's own installer will replace this fixture)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from polar_cli.records import Completion
+
+PI_PACKAGE = "@mariozechner/pi-coding-agent"
+PI_VERSION = "0.73.1"
+NPM_TIMEOUT_S = 900
+PI_TIMEOUT_S = 180
+# api -> (base URL suffix, protocol recorded)
+API_MODES = {
+    "openai-completions": ("/v1", "openai_chat"),
+    "openai-responses": ("/v1", "openai_responses"),
+    "anthropic-messages": ("", "anthropic_messages"),
+    "google-generative-ai": ("/v1beta", "google_generate_content"),
+}
+NOOP_TEXT = "I looked at the problem and have no change to make."
+
+pytestmark = pytest.mark.slow
+
+
+def _run_group(argv: list[str], timeout: float, **kw: object) -> subprocess.CompletedProcess[str]:
+    """Run in its own process group; on timeout kill the whole group, then reap."""
+    proc = subprocess.Popen(
+        argv,
+        start_new_session=True,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )  # type: ignore[call-overload]
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{argv[0]} timed out after {timeout} s\n{out[-2000:]}\n{err[-2000:]}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+@pytest.fixture(scope="session")
+def pi_bin() -> Path:
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("node/npm not installed (apt-get install nodejs npm)")
+    tree = Path("~/.cache/polar/test-harness").expanduser() / f"pi-{PI_VERSION}"
+    binary = tree / "node_modules" / ".bin" / "pi"
+    if not binary.exists():
+        tmp = tree.with_name(f"{tree.name}.tmp-{uuid.uuid4().hex[:8]}")
+        tmp.mkdir(parents=True)
+        proc = _run_group(
+            [
+                "npm",
+                "install",
+                "--prefix",
+                str(tmp),
+                "--no-audit",
+                "--no-fund",
+                f"{PI_PACKAGE}@{PI_VERSION}",
+            ],
+            NPM_TIMEOUT_S,
+        )
+        if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            pytest.fail(f"npm install {PI_PACKAGE}@{PI_VERSION} failed:\n{proc.stderr[-3000:]}")
+        try:
+            tmp.rename(tree)
+        except OSError:  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+    return binary
+
+
+@pytest.fixture(scope="module")
+def gateway_cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """`polar gateway` as a subprocess with one session key per API mode."""
+    root = tmp_path_factory.mktemp("gw")
+    recipe = root / "recipe.yaml"
+    recipe.write_text(
+        "inference: {kind: scripted, policies: {oracle: 1.0}, context_length: 262144}\n"
+        f"tasks: {{source: {root / 'none.jsonl'}}}\noutput: {{dir: {root / 'run'}}}\n"
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "polar_cli.cli",
+        "gateway",
+        "--recipe",
+        str(recipe),
+        "--port",
+        "0",
+        "--capture-dir",
+        str(root / "captures"),
+    ]
+    for api in API_MODES:
+        argv += ["--session", f"sk-test-{api}"]
+    log = (root / "gateway.log").open("w+")
+    proc = subprocess.Popen(
+        argv,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        base = None
+        for _ in range(600):
+            text = (root / "gateway.log").read_text()
+            found = re.search(r"at (http://127\.0\.0\.1:\d+)", text)
+            if found:
+                base = found.group(1)
+                break
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert base, f"polar gateway did not start:\n{(root / 'gateway.log').read_text()}"
+        yield base, root / "captures"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+    assert proc.returncode == 0, (root / "gateway.log").read_text()[-3000:]
+
+
+@pytest.mark.parametrize("api", list(API_MODES))
+def test_pi_two_turn_tool_exchange(
+    pi_bin: Path, gateway_cli: tuple[str, Path], tmp_path: Path, api: str
+) -> None:
+    base, captures = gateway_cli
+    suffix, protocol = API_MODES[api]
+    key = f"sk-test-{api}"
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir()
+    provider = {
+        "baseUrl": base + suffix,
+        "api": api,
+        "apiKey": "POLAR_TEST_KEY",
+        "models": [{"id": "gw-model"}],
+    }
+    (agent_dir / "models.json").write_text(json.dumps({"providers": {"gw": provider}}))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "hello_pi.txt").write_text("hi\n")
+    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PI_CODING_AGENT_DIR": str(agent_dir),
+        "PI_OFFLINE": "1",
+        "POLAR_TEST_KEY": key,
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    prompt = "List the files in the current directory using the bash tool."
+    proc = _run_group(
+        [str(pi_bin), "-p", "--provider", "gw", "--model", "gw-model", "--no-session", prompt],
+        PI_TIMEOUT_S,
+        cwd=work,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    assert NOOP_TEXT in proc.stdout
+    lines = (captures / key / "completions.jsonl").read_text().splitlines()
+    recs = [Completion.from_dict(json.loads(line)) for line in lines]
+    assert len(recs) == 2
+    first, second = recs
+    assert [r.seq for r in recs] == [0, 1] and {r.protocol for r in recs} == {protocol}
+    assert first.response_message.get("tool_calls"), first.response_message
+    assert first.response_message["tool_calls"][0]["function"]["name"] == "bash"
+    tool_results = [m for m in second.messages if m["role"] == "tool"]
+    assert tool_results and "hello_pi.txt" in tool_results[-1]["content"]
+    assert second.parent_call_id == first.call_id
+    assert second.prompt_ids[: len(first.prompt_ids)] == first.prompt_ids
+    for rec in recs:
+        assert len(rec.response_ids) == len(rec.response_logprobs) > 0
+        if api != "google-generative-ai":  # Google names the model in the path
+            assert rec.request["model"] == "gw-model"
