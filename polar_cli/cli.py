@@ -230,6 +230,30 @@ def harness_list(cache_dir: CacheDirOpt = DEFAULT_HARNESS_CACHE) -> None:
         typer.echo(f"{h.name:<12} {h.version:<10} {h.package:<32} {h.path}")
 
 
+# --------------------------------------------------------------------------- doctor
+
+
+@app.command("doctor")
+def doctor(
+    cache_dir: CacheDirOpt = DEFAULT_HARNESS_CACHE,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 unless every check is ok.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+) -> None:
+    """Report what this host has for each backend (apptainer, bubblewrap, git, node/npm,
+    GPUs, sglang, harness cache), each with the fix when missing."""
+    from polar_cli.pipeline.doctor import Status, render_json, render_table, run_checks
+
+    checks = run_checks(cache_dir)
+    if as_json:
+        typer.echo(render_json(checks))
+    else:
+        render_table(checks)
+    if strict and any(c.status is not Status.OK for c in checks):
+        raise typer.Exit(1)
+
+
 # --------------------------------------------------------------------------- entry point
 
 

@@ -113,7 +113,12 @@ def probe_bwrap(bwrap: str) -> str | None:
     argv += ["--unshare-all", "--die-with-parent", "--new-session", "--", "true"]
     try:
         proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+            env={"PATH": DEFAULT_PATH},  # `true` must resolve whatever the caller's PATH
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{bwrap} did not run: {exc}"
