@@ -1,0 +1,265 @@
+"""The SGLang client, scripted and external backends over real loopback HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from polar_cli.errors import ContextOverflowError, InfraError, UpstreamError
+from polar_cli.inference import open_backend
+from polar_cli.inference.client import SGLangClient
+from polar_cli.inference.sglang import free_port
+from polar_cli.recipe.schema import ExternalInference, SamplingConfig, ScriptedInference
+from polar_cli.records import ChatRequest, Task
+
+GOLD = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+    },
+}
+
+
+def request(messages: list[dict[str, Any]], call_id: str = "call-1", **kw: Any) -> ChatRequest:
+    return ChatRequest(
+        call_id=call_id, model="m", messages=messages, tools=[BASH],
+        session_id="sess-1", instance_id="inst-1", **kw,
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------- a fake upstream for errors
+
+
+@contextlib.asynccontextmanager
+async def fake_upstream(handler: Callable[[web.Request], Any]) -> AsyncIterator[str]:
+    """A loopback server answering chat completions and aborts with `handler`."""
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    app.router.add_post("/abort_request", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+def run_async(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test in a fresh event loop (the suite does not use pytest-asyncio)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+def answer(response: web.Response) -> Callable[[web.Request], Coroutine[Any, Any, web.Response]]:
+    async def handler(_: web.Request) -> web.Response:
+        return response
+
+    return handler
+
+
+def sglang_error(status: int, message: str) -> web.Response:
+    body = {"object": "error", "message": message, "type": "BadRequestError", "param": None,
+            "code": status}  # fmt: skip
+    return web.json_response(body, status=status)
+
+
+async def chat_via(handler: Callable[[web.Request], Any], timeout_s: float = 5.0) -> Any:
+    async with fake_upstream(handler) as url, SGLangClient(url, timeout_s=timeout_s) as client:
+        return await client.chat(request([{"role": "user", "content": "x"}]))
+
+
+@run_async
+async def test_context_overflow_400_maps_to_context_overflow_error() -> None:
+    msg = "The input (40000 tokens) is longer than the model's context length (32768 tokens)."
+    with pytest.raises(ContextOverflowError) as info:
+        await chat_via(answer(sglang_error(400, msg)))
+    assert info.value.status == 400 and "40000 tokens" in str(info.value)
+    total = "Requested token count exceeds the model's maximum context length of 32768 tokens."
+    with pytest.raises(ContextOverflowError):
+        await chat_via(answer(sglang_error(400, total)))
+
+
+@run_async
+async def test_other_400_and_500_map_to_upstream_error_with_status() -> None:
+    with pytest.raises(UpstreamError) as info:
+        await chat_via(answer(sglang_error(400, "temperature must be >= 0")))
+    assert type(info.value) is UpstreamError and info.value.status == 400
+    assert "temperature must be" in str(info.value)
+    with pytest.raises(UpstreamError) as info:
+        await chat_via(answer(web.Response(status=500, text="Internal Server Error")))
+    assert type(info.value) is UpstreamError and info.value.status == 500
+
+
+@run_async
+async def test_timeout_maps_to_504() -> None:
+    async def slow(_: web.Request) -> web.Response:
+        await asyncio.sleep(2)  # well past the client's timeout; short so cleanup is quick
+        return web.Response(text="{}")
+
+    with pytest.raises(UpstreamError) as info:
+        await chat_via(slow, timeout_s=0.3)
+    assert info.value.status == 504 and "timed out" in str(info.value)
+
+
+@run_async
+async def test_connection_refused_maps_to_502() -> None:
+    async with SGLangClient(f"http://127.0.0.1:{free_port()}", timeout_s=5) as client:
+        with pytest.raises(UpstreamError) as info:
+            await client.chat(request([{"role": "user", "content": "x"}]))
+        await client.abort("call-1")  # best effort: must not raise either
+    assert info.value.status == 502 and "unreachable" in str(info.value)
+
+
+@run_async
+async def test_missing_token_record_is_an_upstream_error() -> None:
+    plain = {"choices": [{"message": {"role": "assistant", "content": "hi"},
+                          "finish_reason": "stop"}]}  # fmt: skip
+    with pytest.raises(UpstreamError, match="no token record"):
+        await chat_via(answer(web.json_response(plain)))
+
+
+@run_async
+async def test_request_body_and_headers_sent() -> None:
+    seen: list[tuple[dict[str, Any], dict[str, str]]] = []
+
+    async def record(req: web.Request) -> web.Response:
+        seen.append((await req.json(), dict(req.headers)))
+        return web.json_response({
+            "model": "m",
+            "choices": [{
+                "message": {"role": "assistant", "content": "hi", "reasoning_content": "hmm"},
+                "finish_reason": "stop", "prompt_token_ids": [1, 2, 3],
+                # logprobs.content is deliberately truncated: ids come from meta_info
+                "logprobs": {"content": [{"token": "hi", "logprob": -0.5}]},
+                "meta_info": {"output_token_logprobs": [[-0.5, 7, None], [-0.25, 9, None]],
+                              "e2e_latency": 0.01, "finish_reason": {"type": "stop"}},
+            }],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+        })  # fmt: skip
+
+    sampling = SamplingConfig(temperature=0.6, max_tokens=100)
+    async with (
+        fake_upstream(record) as url,
+        SGLangClient(url, timeout_s=5, enable_thinking=True, sampling=sampling) as client,
+    ):
+        result = await client.chat(
+            request([{"role": "user", "content": "x"}],
+                    params={"max_tokens": 4000, "top_p": 0.9, "bogus": 1})
+        )  # fmt: skip
+        await client.abort("call-1")
+    body, headers = seen[0]
+    assert body["logprobs"] is True and body["stream"] is False
+    assert body["return_prompt_token_ids"] is True and body["return_meta_info"] is True
+    assert body["rid"] == "call-1" and body["chat_template_kwargs"] == {"enable_thinking": True}
+    assert body["tools"] == [BASH] and body["messages"] == [{"role": "user", "content": "x"}]
+    assert body["max_tokens"] == 100 and body["top_p"] == 0.9 and body["temperature"] == 0.6
+    assert "bogus" not in body
+    assert headers["X-Polar-Session-Id"] == "sess-1" and headers["X-Polar-Instance-Id"] == "inst-1"
+    assert seen[1][0] == {"rid": "call-1"}
+    assert result.prompt_ids == [1, 2, 3]
+    assert result.response_ids == [7, 9] and result.response_logprobs == [-0.5, -0.25]
+    assert result.message["reasoning_content"] == "hmm" and result.finish_reason == "stop"
+    assert result.timings == {"e2e_latency": 0.01}
+
+
+# ----------------------------------------------------------------- the scripted backend
+
+
+async def drive(backend: Any, session: str, turns: int = 5) -> list[Any]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"},
+                                      {"role": "user", "content": "Fix x."}]  # fmt: skip
+    results = []
+    for i in range(turns):
+        req = ChatRequest(call_id=f"{session}-{i}", model=backend.model, messages=list(messages),
+                          tools=[BASH], session_id=session, instance_id="inst-1")  # fmt: skip
+        res = await backend.chat(req)
+        results.append(res)
+        messages.append(res.message)
+        if not res.message.get("tool_calls"):
+            break
+        for call in res.message["tool_calls"]:
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": "output"})
+    return results
+
+
+@run_async
+async def test_scripted_backend_sampled_turns_come_back_as_exact_prefixes(tmp_path: Path) -> None:
+    cfg = ScriptedInference(policies={"oracle": 1.0})
+    tasks = [Task("inst-1", "org/repo", "abc", "Fix x.", patch=GOLD)]
+    async with open_backend(cfg, run_dir=tmp_path, tasks=tasks) as backend:
+        assert backend.eot_id == 151645 and backend.gpus == 0
+        assert backend.base_url.startswith("http://127.0.0.1:")
+        results = await drive(backend, "s-exact")
+    assert [r.finish_reason for r in results] == ["tool_calls", "tool_calls", "stop"]
+    assert (
+        GOLD in json.loads(results[1].message["tool_calls"][0]["function"]["arguments"])["command"]
+    )
+    for prev, nxt in itertools.pairwise(results):
+        assert nxt.prompt_ids[: len(prev.prompt_ids) + len(prev.response_ids)] == (
+            prev.prompt_ids + prev.response_ids
+        )
+        assert prev.response_ids[-1] == 151645
+        assert len(prev.response_ids) == len(prev.response_logprobs)
+
+
+@run_async
+async def test_scripted_backend_drift_breaks_exact_prefix(tmp_path: Path) -> None:
+    cfg = ScriptedInference(policies={"oracle": 1.0}, drift_rate=1.0)
+    async with open_backend(cfg, run_dir=tmp_path, tasks=[]) as backend:
+        results = await drive(backend, "s-drift", turns=2)
+    prev, nxt = results[0], results[1]
+    assert nxt.prompt_ids[: len(prev.prompt_ids)] == prev.prompt_ids
+    assert nxt.prompt_ids[: len(prev.prompt_ids) + len(prev.response_ids)] != (
+        prev.prompt_ids + prev.response_ids
+    )
+
+
+@run_async
+async def test_scripted_backend_context_overflow(tmp_path: Path) -> None:
+    cfg = ScriptedInference(context_length=300)
+    async with open_backend(cfg, run_dir=tmp_path) as backend:
+        with pytest.raises(ContextOverflowError):
+            await backend.chat(request([{"role": "user", "content": "word " * 500}]))
+        port = int(backend.base_url.rsplit(":", 1)[1])
+    # the server is gone after exit
+    with pytest.raises(OSError):
+        await asyncio.open_connection("127.0.0.1", port)
+
+
+# ----------------------------------------------------------------- the external backend
+
+
+@run_async
+async def test_external_backend_against_the_scripted_server(tmp_path: Path) -> None:
+    async with open_backend(ScriptedInference(), run_dir=tmp_path) as scripted:
+        cfg = ExternalInference(url=scripted.base_url + "/", model="Qwen/Qwen3-8B", gpus=2)
+        async with open_backend(cfg, run_dir=tmp_path) as external:
+            assert external.gpus == 2 and external.eot_id == 151645
+            results = await drive(external, "s-ext", turns=1)
+            await external.abort("s-ext-0")
+    assert results[0].message["tool_calls"] and results[0].response_ids[-1] == 151645
+
+
+@run_async
+async def test_external_backend_unreachable_is_a_clear_infra_error(tmp_path: Path) -> None:
+    cfg = ExternalInference(url=f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(InfraError, match=r"unreachable.*inference\.url"):
+        async with open_backend(cfg, run_dir=tmp_path):
+            pass
