@@ -1,0 +1,146 @@
+"""The pure parts of the runtime backends: the bwrap and apptainer argv they build, which host
+dirs get masked, SIF cache naming, path mapping and the output tail buffer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from polar_cli.errors import InfraError
+from polar_cli.recipe.schema import ApptainerRuntime
+from polar_cli.records import Task
+from polar_cli.runtime import RuntimeSpec, files, sandbox
+from polar_cli.runtime.proc import TailBuffer
+from polar_cli.runtime.sif_cache import cache_path, image_uri, is_local_image, pull_argv
+
+STANDIN_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "apptainer_standin"
+
+
+def mounts(tmp_path: Path, network: bool, harness: bool = True) -> sandbox.SandboxMounts:
+    return sandbox.SandboxMounts(
+        repo=tmp_path / "repo", home=tmp_path / "home", artifacts=tmp_path / "art",
+        harness=tmp_path / "h" if harness else None, hide=(tmp_path,), network=network,
+    )  # fmt: skip
+
+
+def test_bwrap_argv_agent_vs_eval(tmp_path: Path) -> None:
+    env = {"HOME": sandbox.SANDBOX_HOME, "K": "v"}
+    agent = sandbox.bwrap_argv("bwrap", mounts(tmp_path, True), env, "/tmp/polar/repo")
+    ev = sandbox.bwrap_argv("bwrap", mounts(tmp_path, False, harness=False), env, "/x")
+    assert "--share-net" in agent and "--share-net" not in ev
+    assert "--unshare-all" in agent and "--unshare-all" in ev
+    for flag in ("--die-with-parent", "--new-session", "--clearenv"):
+        assert flag in agent
+    assert agent[:5] == ["bwrap", "--ro-bind", "/", "/", "--dev"]
+    assert agent[-3:] == ["--chdir", "/tmp/polar/repo", "--"]
+    i = agent.index("--ro-bind", 2)
+    assert agent[i : i + 3] == ["--ro-bind", str(tmp_path / "h"), sandbox.SANDBOX_HARNESS]
+    assert sandbox.SANDBOX_HARNESS not in ev
+    # masks come before the binds that put this runtime's dirs back
+    mask = agent.index(str(tmp_path))
+    assert agent[mask - 1] == "--tmpfs" and mask < agent.index(str(tmp_path / "repo"))
+    if Path("/root").is_dir():
+        assert agent[agent.index("/root") - 1] == "--tmpfs"
+    j = agent.index("K")
+    assert agent[j - 1 : j + 2] == ["--setenv", "K", "v"]
+
+
+def test_hide_dirs_masks_sessions_but_not_our_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = tmp_path / "run" / "work" / "sess" / "agent"
+    hidden = sandbox.hide_dirs(host, None)
+    assert hidden == (tmp_path / "run" / "work", tmp_path / "run" / "work" / "sess", host)
+    monkeypatch.chdir(tmp_path / "..")  # cwd above: the work dir's ancestors are not masked
+    assert tmp_path / "run" / "work" in sandbox.hide_dirs(host, None)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run" / "work").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "run" / "work")  # never mask the process's own cwd
+    assert tmp_path / "run" / "work" not in sandbox.hide_dirs(host, None)
+    assert sandbox.hide_dirs(Path("/srv/x"), None) == (Path("/srv/x"),)  # top-level kept
+    assert Path("/var/tmp/ws") in sandbox.hide_dirs(Path("/srv/x"), "/var/tmp/ws")
+
+
+def spec(purpose: str = "agent", harness: Path | None = None) -> RuntimeSpec:
+    t = Task("i__1", "o/r", "abc", "p", image="org/img:1")
+    return RuntimeSpec("sess/1", t, Path("/var/tmp/h"), purpose, harness)  # type: ignore[arg-type]
+
+
+def backend(monkeypatch: pytest.MonkeyPatch, cfg: ApptainerRuntime, s: RuntimeSpec):  # type: ignore[no-untyped-def]
+    from polar_cli.runtime.apptainer import ApptainerBackend
+
+    monkeypatch.setenv("PATH", f"{STANDIN_DIR}:/usr/bin:/bin")
+    return ApptainerBackend(cfg, s)
+
+
+def test_apptainer_start_argv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    b = backend(monkeypatch, ApptainerRuntime(), spec("agent", tmp_path))
+    argv = b.start_argv(Path("/c/img.sif"))
+    assert argv[:4] == [str(STANDIN_DIR / "apptainer"), "--quiet", "instance", "start"]
+    assert argv[-2:] == ["/c/img.sif", b.name] and b.name.startswith("polar-sess-1-agent-")
+    for flag in ("--containall", "--cleanenv", "--no-home", "--writable-tmpfs"):
+        assert flag in argv
+    assert argv[argv.index("--pwd") + 1] == "/testbed"
+    assert "--net" not in argv and "--fakeroot" not in argv
+    binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
+    assert f"{tmp_path}:{sandbox.SANDBOX_HARNESS}:ro" in binds
+    assert f"/var/tmp/h/artifacts:{sandbox.SANDBOX_ARTIFACTS}" in binds
+    assert f"/var/tmp/h/home:{sandbox.SANDBOX_HOME}" in binds
+
+    cfg = ApptainerRuntime(
+        writable="overlay", fakeroot=True, harness_image="/c/h.sif", extra_flags=["--nv"]
+    )
+    ev = backend(monkeypatch, cfg, spec("eval")).start_argv(Path("/c/img.sif"))
+    assert ev[ev.index("--net") : ev.index("--net") + 3] == ["--net", "--network", "none"]
+    assert (
+        ev[ev.index("--overlay") + 1] == "/var/tmp/h/overlay.img" and "--writable-tmpfs" not in ev
+    )
+    assert "--fakeroot" in ev and "--nv" in ev
+    assert not any("h.sif" in a for a in ev)  # no harness for the evaluator
+    ag = backend(monkeypatch, cfg, spec("agent")).start_argv(Path("/c/img.sif"))
+    assert f"/c/h.sif:{sandbox.SANDBOX_HARNESS}:image-src=/opt/polar-harness" in ag
+    net_none = backend(monkeypatch, ApptainerRuntime(network="none"), spec("agent"))
+    assert "--net" in net_none.start_argv(Path("/i"))
+
+
+def test_apptainer_exec_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    b = backend(monkeypatch, ApptainerRuntime(), spec())
+    argv = b._exec_prefix({"A": "1"}, "/testbed")
+    assert argv[1:4] == ["--quiet", "exec", "--cleanenv"]
+    assert argv[-5:] == ["--env", "A=1", "--cwd", "/testbed", f"instance://{b.name}"]
+
+
+def test_sif_cache_naming() -> None:
+    assert image_uri("org/img:1") == "docker://org/img:1"
+    assert image_uri("docker://org/img:1") == "docker://org/img:1"
+    assert image_uri("oras://x/y") == "oras://x/y"
+    c = Path("/c")
+    a, b = cache_path(c, "org/img:1"), cache_path(c, "org/img:2")
+    assert a != b and a.parent == c and a.name.startswith("org_img_1-") and a.suffix == ".sif"
+    assert cache_path(c, "org/img:1") == cache_path(c, "docker://org/img:1")
+    assert pull_argv("apptainer", Path("/c/t"), "docker://x")[-2:] == ["/c/t", "docker://x"]
+    assert (
+        not is_local_image("org/img:1") and is_local_image("/") and not is_local_image("/nope.sif")
+    )
+
+
+def test_host_path_mapping() -> None:
+    roots = {"/tmp/polar/repo": Path("/h/repo"), "/tmp/polar/home": Path("/h/home")}
+    assert files.host_path("/tmp/polar/repo/a/b", roots) == Path("/h/repo/a/b")
+    assert files.host_path("/tmp/polar/home", roots) == Path("/h/home")
+    assert files.host_path("/tmp/polar/repository", roots) is None
+    assert files.host_path("/etc/passwd", roots) is None
+    with pytest.raises(InfraError, match="escapes"):
+        files.host_path("/tmp/polar/repo/../home/x", roots)
+
+
+def test_tail_buffer_keeps_the_tail() -> None:
+    buf = TailBuffer(cap=10)
+    for chunk in (b"0123456789", b"abcdef", "é".encode()):
+        buf.write(chunk)
+    assert buf.dropped == 8
+    assert buf.text().endswith("89abcdefé") and "8 bytes of output dropped" in buf.text()
+    small = TailBuffer(cap=10)
+    small.write(b"ok")
+    assert small.text() == "ok"
