@@ -76,7 +76,10 @@ def write_split(
     for index, (offset, length) in enumerate(plan):
         path = directory / shard_name(split, index, len(plan))
         tmp = path.with_name(f".{path.name}.tmp")
-        pq.write_table(table.slice(offset, length), tmp, compression=PARQUET_COMPRESSION)
+        # one contiguous chunk: the bytes written must not depend on how the rows were
+        # assembled (one run vs. a merge of shards), only on the rows themselves
+        part = table.slice(offset, length).combine_chunks()
+        pq.write_table(part, tmp, compression=PARQUET_COMPRESSION)
         _fsync_file(tmp)
         os.replace(tmp, path)
         written.append(path)

@@ -174,8 +174,8 @@ def write_tables(
         )
     }
     stats = compute_stats(entries, shapes, gpus=gpus, extra=extra_stats)
-    stats["dataset"] = {"rows": rows, "split_instances": split_counts(split_of)}
     shards.swap_in(out, staging)
+    stats["dataset"] = dataset_section(out)
     harnesses = sorted(set(sessions.column("harness").to_pylist()))
     text = card.render_card(
         name=recipe_name,
@@ -203,6 +203,31 @@ def read_dataset_tables(out_dir: str | Path) -> tuple[pa.Table | None, pa.Table 
     """(traces, sessions) tables of a written dataset directory, None where a config is absent."""
     data = Path(out_dir) / shards.DATA_DIR
     return shards.read_config(data / "traces"), shards.read_config(data / "sessions")
+
+
+def dataset_section(out_dir: str | Path) -> dict[str, Any]:
+    """`stats.json`'s `dataset` part, read back from the files: rows per config and split (from
+    Parquet metadata) and instances per split. `polar stats` recomputes it the same way."""
+    import pyarrow.parquet as pq
+
+    data = Path(out_dir) / shards.DATA_DIR
+    rows: dict[str, dict[str, int]] = {}
+    for config in card.CONFIGS:
+        rows[config] = {}
+        for split in SPLITS:
+            files = sorted((data / config).glob(f"{split}-*.parquet"))
+            if files:
+                rows[config][split] = sum(pq.read_metadata(f).num_rows for f in files)
+    _, sessions = read_dataset_tables(out_dir)
+    instances: dict[str, set[str]] = {s: set() for s in SPLITS}
+    if sessions is not None:
+        for inst, split in zip(
+            sessions.column("instance_id").to_pylist(),
+            sessions.column(SPLIT_COLUMN).to_pylist(),
+            strict=True,
+        ):
+            instances[split].add(inst)
+    return {"rows": rows, "split_instances": {s: len(v) for s, v in instances.items()}}
 
 
 def read_shapes(out_dir: str | Path) -> dict[str, SessionShape]:

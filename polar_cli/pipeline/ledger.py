@@ -305,8 +305,8 @@ def write_manifest(
     versions = collect_versions(
         recipe, harness_version=harness_version, image_digests=image_digests, shard=shard
     )
-    _atomic_write(out / RECIPE_FILE, dump_recipe(recipe))
-    _atomic_write(out / VERSIONS_FILE, json.dumps(versions, indent=2, sort_keys=True) + "\n")
+    atomic_write(out / RECIPE_FILE, dump_recipe(recipe))
+    atomic_write(out / VERSIONS_FILE, json.dumps(versions, indent=2, sort_keys=True) + "\n")
     return RunManifest(recipe=recipe.model_dump(mode="json"), versions=versions)
 
 
@@ -379,7 +379,7 @@ def check_resume(out_dir: str | Path, recipe: Recipe, *, shard: str = "") -> Run
     return existing
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)

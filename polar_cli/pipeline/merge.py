@@ -1,0 +1,191 @@
+"""`polar merge OUT_1 ... OUT_N --out DIR`: shard run directories -> one dataset directory.
+
+Owns: checking that the inputs belong together (same recipe up to operational keys, no session
+or instance in two inputs, each input's dataset up to date with its ledger), and writing the
+merged directory: ledger, manifest, freshly split shards, card and statistics.
+Out of scope: the split rule and file writing (dataset/), the ledger format (ledger.py).
+
+Exactness: the inputs' Parquet rows are read back, their `split` column dropped, and the union
+goes through the same `write_tables` a single run's `write_dataset` uses, which orders rows
+canonically and recomputes the split over the union. So the merged files equal, byte for byte,
+what one run would have written for the same accepted sessions, and merging again gives the
+same files (idempotent). Session directories (logs, completions) are not copied; the merged
+`versions.json` lists the input directories they stay in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from polar_cli.dataset.schema import TRACE_SCHEMA, traces_to_table
+from polar_cli.dataset.sessions import SESSIONS_SCHEMA, sessions_to_table
+from polar_cli.dataset.stats import LedgerEntry
+from polar_cli.dataset.writer import DatasetSummary, read_dataset_tables, write_tables
+from polar_cli.errors import InputError, RecipeError
+from polar_cli.pipeline.ledger import (
+    LEDGER_NAME,
+    RECIPE_FILE,
+    VERSIONS_FILE,
+    Ledger,
+    RunManifest,
+    atomic_write,
+    read_manifest,
+    recipe_differences,
+    write_entries,
+)
+from polar_cli.recipe import recipe_from_dict
+from polar_cli.records import Outcome
+
+MAX_LISTED = 5
+
+
+@dataclass(frozen=True)
+class MergeSummary:
+    out_dir: Path
+    inputs: tuple[Path, ...]
+    attempts: int
+    dataset: DatasetSummary
+
+
+@dataclass(frozen=True)
+class _Input:
+    path: Path
+    manifest: RunManifest
+    entries: list[LedgerEntry]
+
+
+def _listed(items: Sequence[str]) -> str:
+    shown = ", ".join(sorted(items)[:MAX_LISTED])
+    return shown + (f" (+{len(items) - MAX_LISTED} more)" if len(items) > MAX_LISTED else "")
+
+
+def _load_input(path: Path) -> _Input:
+    manifest = read_manifest(path)
+    if manifest is None or not (path / LEDGER_NAME).exists():
+        raise InputError(
+            f"{path} is not a polar run directory (no {RECIPE_FILE} / {LEDGER_NAME}): pass the "
+            "--out directories of `polar generate --shard I/N` runs"
+        )
+    return _Input(path, manifest, Ledger(path / LEDGER_NAME).entries())
+
+
+def _check_together(inputs: list[_Input]) -> None:
+    first = inputs[0]
+    for other in inputs[1:]:
+        diffs = recipe_differences(first.manifest.recipe, other.manifest.recipe)
+        if diffs:
+            raise RecipeError(
+                f"{other.path} was run with another recipe than {first.path}; only shards of one "
+                "recipe can be merged (output.dir and operational keys may differ). Differences:",
+                diffs,
+            )
+    owner_of_session: dict[str, Path] = {}
+    owner_of_instance: dict[str, Path] = {}
+    for item in inputs:
+        sessions = {e.result.session_id for e in item.entries}
+        instances = {e.result.instance_id for e in item.entries}
+        for kind, ids, owner in (
+            ("session", sessions, owner_of_session),
+            ("instance", instances, owner_of_instance),
+        ):
+            clash = [i for i in ids if i in owner]
+            if clash:
+                raise InputError(
+                    f"{item.path} and {owner[clash[0]]} overlap: {kind}(s) {_listed(clash)} are "
+                    "in both. Shards of one run are disjoint by instance; merge each shard "
+                    "once, and do not merge a run with a copy or a re-run of itself"
+                )
+            owner.update(dict.fromkeys(ids, item.path))
+
+
+def _check_fresh(item: _Input, sessions_ids: set[str]) -> None:
+    accepted = {e.result.session_id for e in item.entries if e.result.outcome == Outcome.ACCEPTED}
+    if accepted != sessions_ids:
+        missing, extra = accepted - sessions_ids, sessions_ids - accepted
+        raise InputError(
+            f"{item.path}: its dataset is out of date with its ledger (accepted but not written: "
+            f"{_listed(sorted(missing)) or '-'}; written but not accepted: "
+            f"{_listed(sorted(extra)) or '-'}). Rerun `polar generate` on it (a resume rewrites "
+            "the dataset), then merge"
+        )
+
+
+def _is_merge_output(path: Path) -> bool:
+    try:
+        return "merged_from" in json.loads((path / VERSIONS_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def merge_runs(inputs: Sequence[str | Path], out: str | Path) -> MergeSummary:
+    """Merge shard run directories into `out` (created, or replaced if it is an earlier merge)."""
+    paths = [Path(p).resolve() for p in inputs]
+    out_dir = Path(out).resolve()
+    if not paths:
+        raise InputError("nothing to merge: pass the shard run directories")
+    if len(set(paths)) != len(paths):
+        raise InputError("the same directory is listed twice: merge each shard once")
+    if out_dir in paths:
+        raise InputError(f"--out {out_dir} is one of the inputs: choose a new directory")
+    if out_dir.exists() and any(out_dir.iterdir()) and not _is_merge_output(out_dir):
+        raise InputError(
+            f"--out {out_dir} exists and is not an earlier `polar merge` output: choose a new or "
+            "empty directory (merge never overwrites a run)"
+        )
+    loaded = [_load_input(p) for p in paths]
+    _check_together(loaded)
+
+    traces_parts, sessions_parts = [], []
+    for item in loaded:
+        traces, sessions = read_dataset_tables(item.path)
+        ids = set(sessions.column("session_id").to_pylist()) if sessions is not None else set()
+        _check_fresh(item, ids)
+        if traces is not None and sessions is not None:
+            # cast back to the canonical schemas: Parquet names list items "element" where the
+            # writer's tables say "item", which would change the embedded Arrow schema bytes
+            traces_parts.append(traces.drop_columns(["split"]).cast(TRACE_SCHEMA))
+            sessions_parts.append(sessions.drop_columns(["split"]).cast(SESSIONS_SCHEMA))
+    import pyarrow as pa
+
+    traces_all = pa.concat_tables(traces_parts) if traces_parts else traces_to_table([])
+    sessions_all = pa.concat_tables(sessions_parts) if sessions_parts else sessions_to_table([])
+
+    entries = sorted(
+        (e for item in loaded for e in item.entries), key=lambda e: e.result.session_id
+    )
+    recipe_data = dict(loaded[0].manifest.recipe)
+    recipe_data["output"] = {**recipe_data.get("output", {}), "dir": str(out_dir)}
+    recipe = recipe_from_dict(recipe_data, origin=str(loaded[0].path / RECIPE_FILE))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_entries(out_dir / LEDGER_NAME, entries)
+    atomic_write(out_dir / RECIPE_FILE, yaml.safe_dump(recipe_data, sort_keys=False))
+    versions = {
+        "backend": loaded[0].manifest.versions.get("backend", {}),
+        "merged_from": [
+            {
+                "dir": str(item.path),
+                "shard": item.manifest.shard,
+                "versions": item.manifest.versions,
+            }
+            for item in sorted(loaded, key=lambda i: (i.manifest.shard, str(i.path)))
+        ],
+    }
+    atomic_write(out_dir / VERSIONS_FILE, json.dumps(versions, indent=2, sort_keys=True) + "\n")
+    summary = write_tables(
+        out_dir,
+        entries,
+        traces_all,
+        sessions_all,
+        cfg=recipe.output,
+        recipe_name=recipe.name,
+        description=recipe.description,
+        gpus=loaded[0].manifest.gpus,
+    )
+    return MergeSummary(
+        out_dir=out_dir, inputs=tuple(paths), attempts=len(entries), dataset=summary
+    )

@@ -1,0 +1,109 @@
+"""`polar stats OUT`: a run directory's statistics, recomputed from its ledger and data files.
+
+Owns: `run_stats` (ledger + manifest + written dataset -> the stats.json object) and
+`rebuild_dataset` (ledger + session directories -> dataset rewrite, for a resume or a run whose
+final write was interrupted). Out of scope: the definitions of the figures (dataset/stats.py),
+writing the files (dataset/writer.py).
+
+`run_stats` reads only: OUT/ledger.jsonl (every attempt, with reconstruction counts),
+OUT/versions.json (GPUs behind the backend), OUT/data/sessions/*.parquet (conversation sizes of
+accepted sessions) and the `extra` part of an existing OUT/stats.json (figures the run passed in
+that the ledger cannot reproduce). It writes nothing, so it is safe on a live run and on a
+downloaded copy; on a finished run it prints exactly what OUT/stats.json holds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from polar_cli.dataset.stats import compute_stats
+from polar_cli.dataset.writer import (
+    STATS_FILE,
+    DatasetSummary,
+    dataset_section,
+    read_completions,
+    read_shapes,
+    write_dataset,
+)
+from polar_cli.errors import InputError
+from polar_cli.pipeline.ledger import LEDGER_NAME, Ledger, read_manifest
+from polar_cli.recipe import Recipe
+from polar_cli.records import Completion, Outcome, Trace
+
+SESSIONS_DIR = "sessions"
+
+
+def run_stats(out_dir: str | Path) -> dict[str, Any]:
+    """The statistics of the run directory `out_dir` (see the module docstring)."""
+    out = Path(out_dir)
+    ledger_path = out / LEDGER_NAME
+    if not ledger_path.exists():
+        raise InputError(
+            f"{out} has no {LEDGER_NAME}: pass a run directory written by `polar generate` or "
+            "`polar merge`"
+        )
+    manifest = read_manifest(out)
+    extra = None
+    previous = out / STATS_FILE
+    if previous.exists():
+        try:
+            extra = json.loads(previous.read_text()).get("extra")
+        except ValueError:
+            extra = None
+    stats = compute_stats(
+        Ledger(ledger_path).entries(),
+        read_shapes(out),
+        gpus=manifest.gpus if manifest else 0,
+        extra=extra,
+    )
+    stats["dataset"] = dataset_section(out)
+    return stats
+
+
+def rebuild_dataset(
+    out_dir: str | Path, recipe: Recipe, *, extra_stats: Mapping[str, Any] | None = None
+) -> DatasetSummary:
+    """Rewrite the dataset of `out_dir` from its ledger and `sessions/<id>/completions.jsonl`,
+    reconstructing each accepted session with the recipe's mode (exact on resume: the same
+    calls give the same traces). Session fields the calls do not carry (repo, reward, outcome)
+    are filled in from the session's ledger row."""
+    from polar_cli.pipeline.ledger import backend_gpus
+    from polar_cli.reconstruct import QWEN_EOT_ID, reconstruct_session
+
+    out = Path(out_dir)
+    entries = Ledger(out / LEDGER_NAME).entries()
+    eot_id = recipe.reconstruct.eot_id if recipe.reconstruct.eot_id is not None else QWEN_EOT_ID
+    traces: dict[str, list[Trace]] = {}
+    completions: dict[str, list[Completion]] = {}
+    for entry in entries:
+        r = entry.result
+        if r.outcome != Outcome.ACCEPTED:
+            continue
+        comps = read_completions(out / SESSIONS_DIR / r.session_id / "completions.jsonl")
+        completions[r.session_id] = comps
+        built = reconstruct_session(comps, mode=recipe.reconstruct.mode, eot_id=eot_id).traces
+        traces[r.session_id] = [
+            replace(
+                t,
+                instance_id=r.instance_id,
+                repo=r.repo,
+                reward=r.reward,
+                outcome=r.outcome,
+            )
+            for t in built
+        ]
+    return write_dataset(
+        out,
+        entries,
+        traces,
+        completions,
+        cfg=recipe.output,
+        recipe_name=recipe.name,
+        description=recipe.description,
+        gpus=backend_gpus(recipe),
+        extra_stats=extra_stats,
+    )

@@ -1,0 +1,150 @@
+"""`polar merge`: shards of one run merge into what one run would have written."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from polar_cli.dataset.card import check_card
+from polar_cli.dataset.synthetic import SyntheticRun, synthetic_run
+from polar_cli.dataset.writer import write_dataset
+from polar_cli.errors import InputError, RecipeError
+from polar_cli.pipeline.ledger import Ledger, write_manifest
+from polar_cli.pipeline.merge import merge_runs
+from polar_cli.pipeline.stats import run_stats
+from polar_cli.recipe import Recipe, recipe_from_dict
+
+
+def _recipe(**output: object) -> Recipe:
+    return recipe_from_dict(
+        {
+            "name": "merge-test",
+            "inference": {"kind": "scripted"},
+            "tasks": {"source": "t.jsonl"},
+            "output": {"test_fraction": 0.25, "shard_max_rows": 4, **output},
+        }
+    )
+
+
+def _write_run(out: Path, run: SyntheticRun, recipe: Recipe, shard: str = "") -> None:
+    results = [replace(r, shard=shard) for r in run.results]
+    write_manifest(out, recipe, shard=shard)
+    with Ledger(out / "ledger.jsonl") as ledger:
+        for r in results:
+            ledger.append(r)
+    write_dataset(
+        out,
+        Ledger(out / "ledger.jsonl").entries(),
+        run.traces,
+        run.completions,
+        cfg=recipe.output,
+        recipe_name=recipe.name,
+    )
+
+
+def _shard(run: SyntheticRun, index: int, count: int) -> SyntheticRun:
+    instances = sorted({r.instance_id for r in run.results})
+    mine = set(instances[index::count])
+    results = [r for r in run.results if r.instance_id in mine]
+    ids = {r.session_id for r in results}
+    return SyntheticRun(
+        results=results,
+        traces={k: v for k, v in run.traces.items() if k in ids},
+        completions={k: v for k, v in run.completions.items() if k in ids},
+    )
+
+
+def _data_files(d: Path) -> dict[str, bytes]:
+    files = sorted((d / "data").rglob("*.parquet"))
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in files}
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> tuple[SyntheticRun, list[Path]]:
+    run = synthetic_run(repos=3, instances_per_repo=8, samples=2, seed=11)
+    dirs = []
+    for i in range(2):
+        d = tmp_path / f"shard{i}"
+        _write_run(d, _shard(run, i, 2), _recipe(dir=str(d)), shard=f"{i}/2")
+        dirs.append(d)
+    return run, dirs
+
+
+def test_merge_equals_one_run_and_is_idempotent(tmp_path: Path, shards) -> None:  # type: ignore[no-untyped-def]
+    run, dirs = shards
+    one = tmp_path / "one"
+    _write_run(one, run, _recipe(dir=str(one)))
+    merged = tmp_path / "merged"
+    summary = merge_runs(dirs, merged)
+    assert summary.attempts == len(run.results)
+    assert _data_files(merged) == _data_files(one)  # byte-identical shards, same split
+    assert (merged / "README.md").read_text() == (one / "README.md").read_text()
+    assert check_card(merged) == []
+    stats = json.loads((merged / "stats.json").read_text())
+    one_stats = json.loads((one / "stats.json").read_text())
+    assert {k: v for k, v in stats.items() if k != "compute"} == {
+        k: v for k, v in one_stats.items() if k != "compute"
+    }
+    assert run_stats(merged) == stats  # `polar stats` recomputes exactly the file
+    before = {p: p.read_bytes() for p in merged.rglob("*") if p.is_file()}
+    merge_runs(list(reversed(dirs)), merged)  # again, other argument order
+    after = {p: p.read_bytes() for p in merged.rglob("*") if p.is_file()}
+    assert before.keys() == after.keys()
+    assert all(before[p] == after[p] for p in before)
+
+
+def test_overlapping_shards_are_refused(tmp_path: Path, shards) -> None:  # type: ignore[no-untyped-def]
+    run, dirs = shards
+    copy = tmp_path / "copy"
+    _write_run(copy, _shard(run, 0, 2), _recipe(dir=str(copy)), shard="0/2")
+    with pytest.raises(InputError, match="overlap: session"):
+        merge_runs([dirs[0], copy], tmp_path / "m")
+    # same instance, different session ids (a re-run of one instance elsewhere)
+    rerun = _shard(run, 0, 2)
+    renamed = SyntheticRun(
+        results=[replace(r, session_id=r.session_id + "x") for r in rerun.results],
+        traces={
+            k + "x": [replace(t, session_id=k + "x") for t in v] for k, v in rerun.traces.items()
+        },
+        completions={k + "x": v for k, v in rerun.completions.items()},
+    )
+    other = tmp_path / "other"
+    _write_run(other, renamed, _recipe(dir=str(other)))
+    with pytest.raises(InputError, match="overlap: instance"):
+        merge_runs([dirs[0], other], tmp_path / "m")
+
+
+def test_mismatched_recipes_are_refused(tmp_path: Path, shards) -> None:  # type: ignore[no-untyped-def]
+    run, dirs = shards
+    odd = tmp_path / "odd"
+    _write_run(odd, _shard(run, 1, 2), _recipe(dir=str(odd), seed=5), shard="1/2")
+    with pytest.raises(RecipeError, match=r"output\.seed: 0 -> 5"):
+        merge_runs([dirs[0], odd], tmp_path / "m")
+
+
+def test_stale_shard_dataset_is_refused(tmp_path: Path, shards) -> None:  # type: ignore[no-untyped-def]
+    _, dirs = shards
+    with Ledger(dirs[1] / "ledger.jsonl") as ledger:  # accepted after the last dataset write
+        ledger.append(
+            replace(
+                Ledger(dirs[1] / "ledger.jsonl").results()[0],
+                session_id="late",
+                outcome="accepted",
+                instance_id="zzz",
+            )
+        )
+    with pytest.raises(InputError, match="out of date"):
+        merge_runs(dirs, tmp_path / "m")
+
+
+def test_out_must_be_new_or_an_earlier_merge(tmp_path: Path, shards) -> None:  # type: ignore[no-untyped-def]
+    _, dirs = shards
+    with pytest.raises(InputError, match="one of the inputs"):
+        merge_runs(dirs, dirs[0])
+    with pytest.raises(InputError, match="not an earlier `polar merge` output"):
+        merge_runs([dirs[0]], dirs[1])
+    with pytest.raises(InputError, match="not a polar run directory"):
+        merge_runs([tmp_path / "nothing"], tmp_path / "m")
