@@ -41,7 +41,7 @@ def test_claude_first_turn() -> None:
     system = req.messages[0]["content"]
     assert system.startswith("You are a Claude agent, built on Anthropic's Claude Agent SDK.")
     assert "x-anthropic-billing-header" not in system
-    assert body["system"][2]["text"] in system
+    assert system == body["system"][1]["text"] + "\n" + body["system"][2]["text"]
     # two text blocks of the user turn stay two parts (no separator invented)
     first = req.messages[1]["content"]
     assert [p["type"] for p in first] == ["text", "text"]
@@ -337,3 +337,21 @@ def test_mutated_captures_only_raise_shape_errors(data: st.DataObject) -> None:
         if path:
             parent[path[-1]] = data.draw(json_values)
     _only_shape_errors(body)
+
+
+def test_system_blocks_join_with_a_newline() -> None:
+    system = [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=1; cch=abc;"},
+        {"type": "text", "text": "A.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "\nB."},
+    ]
+    assert am.parse_request(base(system=system)).messages[0] == {
+        "role": "system",
+        "content": "A.\n\nB.",
+    }
+
+
+def test_prefill_continues_the_final_assistant_message() -> None:
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "The answer is"}]
+    assert am.parse_request(base(messages=messages)).params["continue_final_message"] is True
+    assert "continue_final_message" not in am.parse_request(base()).params

@@ -126,10 +126,13 @@ def media_part(mime_type: str, *, data: str | None = None, url: str | None = Non
     return {"type": "file", "file": {"file_data": ref}}
 
 
+_ARGS_ENCODER = json.JSONEncoder(ensure_ascii=False)  # json.dumps(..., kw) builds one per call
+
+
 def dump_arguments(value: Any) -> str:
     """Tool-call arguments as OpenAI carries them: a JSON string. Same spacing as Python's
     json.dumps (and SGLang's tool-call parsers), non-ASCII kept as is."""
-    return json.dumps(value, ensure_ascii=False)
+    return _ARGS_ENCODER.encode(value)
 
 
 def parse_arguments(arguments: Any) -> tuple[JSON, str | None]:

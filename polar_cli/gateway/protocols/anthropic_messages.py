@@ -6,7 +6,8 @@ event stream, the Anthropic error shape, and the count_tokens answer.
 Out of scope: HTTP, sessions, capture, the upstream call, how count_tokens counts (server).
 
 Translation choices (each one matters for what the model sees, so they are stated here):
-- `system` (string or text blocks) -> one leading system message; `cache_control` dropped. A
+- `system` (string or text blocks, joined with a newline: Claude Code starts a block with "\n"
+  where a paragraph breaks) -> one leading system message; `cache_control` dropped. A
   Claude Code `x-anthropic-billing-header: ...` block is dropped: Anthropic's server lifts it out
   of the prompt (it is attribution, not instruction) and it can change between requests.
 - `role:"system"` entries inside `messages` (Claude Code's mid-conversation system) become user
@@ -24,6 +25,8 @@ Translation choices (each one matters for what the model sees, so they are state
   `context_management`, `metadata`, `service_tier`, `container`, `mcp_servers`, `cache_control`
   anywhere, `citations`. Thinking mode is the recipe's choice (inference), not the harness's.
   `output_config.format` (JSON schema output) is forwarded as `response_format`.
+- A final assistant message (Anthropic's prefill) sets `continue_final_message` (SGLang's
+  option), so the model continues that text as Anthropic would, instead of opening a new turn.
 """
 
 from __future__ import annotations
@@ -176,7 +179,7 @@ def _assistant_message(content: Any, where: str) -> JSON:
 
 
 def _reminder(texts: list[str]) -> str:
-    text = "\n\n".join(texts)
+    text = "\n".join(texts)
     if text.lstrip().startswith("<system-reminder>"):
         return text
     return REMINDER_OPEN + text + REMINDER_CLOSE
@@ -187,7 +190,7 @@ def _messages(body: JSON) -> list[JSON]:
     if body.get("system") is not None:
         texts = _text_blocks(body["system"], "system", drop_billing=True)
         if texts:
-            out.append({"role": "system", "content": "\n\n".join(texts)})
+            out.append({"role": "system", "content": "\n".join(texts)})
     for i, raw in enumerate(expect_list(body.get("messages"), "messages")):
         where = f"messages[{i}]"
         msg = expect_dict(raw, where)
@@ -201,7 +204,7 @@ def _messages(body: JSON) -> list[JSON]:
             if not texts:
                 continue
             if not out:
-                out.append({"role": "system", "content": "\n\n".join(texts)})
+                out.append({"role": "system", "content": "\n".join(texts)})
             else:
                 out.append({"role": "user", "content": _reminder(texts)})
         else:
@@ -283,6 +286,9 @@ def parse_request(body: Any, *, path_model: str | None = None) -> ParsedRequest:
     messages = _messages(body)
     stream = bool(opt_bool(body, "stream", "body"))
     params = _params(body)
+    last = messages[-1] if messages else {}
+    if last.get("role") == "assistant" and not last.get("tool_calls"):
+        params["continue_final_message"] = True  # a prefill: the answer continues that text
     stops = params.get("stop", [])
     return ParsedRequest(
         requested_model=model,
