@@ -2,7 +2,7 @@
 
 Owns: starting one instance from the task's image with the isolation flags (they only count at
 `instance start`; an exec into an instance does not honour them), exec'ing commands into it
-with `--env`/`--cwd`, a timeout and a cancel path, copying files in and out, and stopping the
+with `--env-file`/`--cwd`, a timeout and a cancel path, copying files in and out, and stopping the
 instance always -- after errors, cancellation and failed starts too.
 
 Where spython serves and where it does not:
@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import re
+import shlex
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
@@ -64,7 +65,7 @@ def _instance_name(session_id: str, purpose: str) -> str:
 
 def _client_env() -> dict[str, str]:
     """Environment of the apptainer client process itself (not of the container: that is
-    --cleanenv plus --env). Apptainer's own settings (APPTAINER_*) are kept."""
+    --cleanenv plus --env-file). Apptainer's own settings (APPTAINER_*) are kept."""
     keep = ("PATH", "HOME", "USER", "LANG", "XDG_RUNTIME_DIR")
     return {
         k: v
@@ -95,6 +96,7 @@ class ApptainerBackend:
         self.host_home = root / "home"
         self.host_artifacts = root / "artifacts"
         self.host_overlay = root / "overlay.img"
+        self.host_envs = root / "env"  # per-exec env files; never bound into the instance
         self.name = _instance_name(spec.session_id, spec.purpose)
         self.repo_dir = REPO_DIR
         self.home_dir = sandbox.SANDBOX_HOME
@@ -109,7 +111,9 @@ class ApptainerBackend:
     def start_argv(self, image: Path) -> list[str]:
         """`apptainer instance start <isolation flags> <image> <name>`."""
         cfg, spec = self.cfg, self.spec
-        flags = ["--containall", "--cleanenv", "--no-home", "--pwd", REPO_DIR]
+        # No --pwd here: Apptainer registers --pwd/--cwd for exec/run/shell only (an instance
+        # start rejects it); every exec passes --cwd, /testbed by default.
+        flags = ["--containall", "--cleanenv", "--no-home"]
         if cfg.writable == "overlay":
             flags += ["--overlay", str(self.host_overlay)]
         else:
@@ -205,12 +209,24 @@ class ApptainerBackend:
 
     # ----------------------------------------------------------------- exec
 
-    def _exec_prefix(self, env: Mapping[str, str], cwd: str) -> list[str]:
+    def _exec_prefix(self, env_file: Path | None, cwd: str) -> list[str]:
         # --cleanenv again at exec: the instance's flag does not cover the exec's own env.
         argv = [*_spython_argv(self.exe, ["exec"]), "--cleanenv"]
-        for key, value in env.items():
-            argv += ["--env", f"{key}={value}"]
+        if env_file is not None:
+            argv += ["--env-file", str(env_file)]
         return [*argv, "--cwd", cwd, f"instance://{self.name}"]
+
+    def _write_env_file(self, env: Mapping[str, str]) -> Path:
+        """The exec's variables as a shell-quoted env file. Not `--env K=V`: that flag is
+        parsed as comma-separated pairs, so a value with a comma (NO_PROXY, JSON) would break."""
+        for key in env:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise ValueError(f"invalid environment variable name {key!r}")
+        self.host_envs.mkdir(parents=True, exist_ok=True)
+        path = self.host_envs / f"{uuid.uuid4().hex}.env"
+        path.write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()))
+        path.chmod(0o600)  # it holds the session's gateway key
+        return path
 
     async def exec(
         self,
@@ -228,10 +244,14 @@ class ApptainerBackend:
         # No PATH here: the image's own PATH (conda envs in SWE-bench images) must stay.
         full = {"HOME": self.home_dir, "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
         full.update(env or {})
-        prefix = self._exec_prefix(full, cwd or self.repo_dir)
-        return await self._procs.run(
-            [*prefix, *argv], timeout_s=timeout_s, env=_client_env(), stdin=stdin
-        )
+        env_file = self._write_env_file(full)
+        try:
+            prefix = self._exec_prefix(env_file, cwd or self.repo_dir)
+            return await self._procs.run(
+                [*prefix, *argv], timeout_s=timeout_s, env=_client_env(), stdin=stdin
+            )
+        finally:
+            files.remove_path(env_file)
 
     # ----------------------------------------------------------------- files
 

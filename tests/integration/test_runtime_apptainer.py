@@ -128,17 +128,21 @@ def test_instance_runs_commands_with_isolation_flags_and_is_stopped(lab: Path) -
             ]
             for f in ("--containall", "--cleanenv", "--no-home", "--writable-tmpfs"):
                 assert flags[f] is True
-            assert flags["--pwd"] == "/testbed" and "--net" not in flags
+            assert "--pwd" not in flags and "--net" not in flags  # exec-only flag in Apptainer
             res = await rt.exec(
-                sh("pwd; cat calc.py; echo $HOME $GREETING; ls /root /home 2>&1; true"),
+                sh(
+                    'pwd; cat calc.py; echo $HOME $GREETING; ls /root /home 2>&1; echo "[$NO_PROXY|$ODD]"'
+                ),
                 timeout_s=30,
-                env={"GREETING": "hi"},
+                env={"GREETING": "hi", "NO_PROXY": "127.0.0.1,localhost", "ODD": "it's\nmulti"},
             )
             assert res.exit_code == 0, res
             lines = res.stdout.splitlines()
             assert lines[0] == "/testbed" and "a - b" in res.stdout
             assert f"{rt.home_dir} hi" in res.stdout
             assert "No such file" in res.stdout  # no host home inside
+            assert "[127.0.0.1,localhost|it's\nmulti]" in res.stdout  # values survive intact
+            assert not any((lab / "work" / "s1" / "agent" / "env").iterdir())  # env files removed
             # a harness can commit (HOME gitconfig gives an identity)
             res = await rt.exec(
                 sh("echo y > new.py && git add . && git commit -qm c && git log -1 --format=%an"),

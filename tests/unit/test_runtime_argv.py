@@ -81,7 +81,7 @@ def test_apptainer_start_argv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert argv[-2:] == ["/c/img.sif", b.name] and b.name.startswith("polar-sess-1-agent-")
     for flag in ("--containall", "--cleanenv", "--no-home", "--writable-tmpfs"):
         assert flag in argv
-    assert argv[argv.index("--pwd") + 1] == "/testbed"
+    assert "--pwd" not in argv and "--cwd" not in argv  # Apptainer: exec-only flags
     assert "--net" not in argv and "--fakeroot" not in argv
     binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
     assert f"{tmp_path}:{sandbox.SANDBOX_HARNESS}:ro" in binds
@@ -106,9 +106,9 @@ def test_apptainer_start_argv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
 
 def test_apptainer_exec_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
     b = backend(monkeypatch, ApptainerRuntime(), spec())
-    argv = b._exec_prefix({"A": "1"}, "/testbed")
+    argv = b._exec_prefix(Path("/h/env/x.env"), "/testbed")
     assert argv[1:4] == ["--quiet", "exec", "--cleanenv"]
-    assert argv[-5:] == ["--env", "A=1", "--cwd", "/testbed", f"instance://{b.name}"]
+    assert argv[-5:] == ["--env-file", "/h/env/x.env", "--cwd", "/testbed", f"instance://{b.name}"]
 
 
 def test_sif_cache_naming() -> None:
