@@ -6,9 +6,12 @@ Out of scope: reading completion files and writing Parquet (pipeline/, dataset/)
 
 Public API::
 
-    reconstruct_session(completions, *, mode="exact", eot_id=151645) -> Reconstruction
-    reconstruct_all(completions, *, mode, eot_id) -> Reconstruction   # groups by session_id
-    Reconstruction(traces: list[Trace], stats: ReconstructStats)
+    reconstruct_session(completions, *, mode, eot_id) -> Reconstruction  # one session
+    reconstruct_all(completions, *, mode, eot_id) -> Reconstruction  # groups by session_id
+    Reconstruction(traces: list[Trace], stats: ReconstructStats)  # stats add with `+`
+
+`mode` is "per_request", "exact" (the recipe's default) or "polar"; `eot_id` the end-of-turn
+token id (QWEN_EOT_ID for Qwen models).
 """
 
 from polar_cli.reconstruct.builder import reconstruct_all, reconstruct_session

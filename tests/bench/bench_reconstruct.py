@@ -13,9 +13,13 @@ Run: `make bench` or `python tests/bench/bench_reconstruct.py`.
 
 from __future__ import annotations
 
+import json
 import random
+import tempfile
 import time
+from pathlib import Path
 
+from polar_cli.pipeline.reconstruct_files import reconstruct_files
 from polar_cli.reconstruct import reconstruct_session
 from polar_cli.records import Completion
 
@@ -88,6 +92,27 @@ def run(label: str, n_agents: int) -> None:
         )
 
 
+def run_files() -> None:
+    """End to end as `polar reconstruct` runs it: JSONL read + checked, exact mode, Parquet."""
+    print("\npolar reconstruct end to end (JSONL -> exact -> Parquet), 200-call session")
+    import pyarrow.parquet  # noqa: F401  (import time is not reconstruction time)
+
+    calls = session(200)
+    total = sum(len(c.prompt_ids) + len(c.response_ids) for c in calls)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "completions.jsonl"
+        with path.open("w") as fh:
+            for c in calls:
+                fh.write(json.dumps(c.to_dict()) + "\n")
+        start = time.perf_counter()
+        reconstruct_files([path], mode="exact", eot_id=EOT, out=Path(tmp) / "traces.parquet")
+        seconds = time.perf_counter() - start
+        size = path.stat().st_size / 1e6
+    print(
+        f"{total:,} tokens ({size:.0f} MB of JSONL) in {seconds:.2f} s: {total / seconds / 1e6:.1f} Mtok/s"
+    )
+
+
 def main() -> None:
     print(
         f"reconstruction: prompts {SYSTEM_TOKENS:,} -> {MAX_PROMPT_TOKENS:,} tokens, "
@@ -96,6 +121,7 @@ def main() -> None:
     )
     run("one agent", n_agents=1)
     run("8 interleaved agents sharing the system prompt", n_agents=8)
+    run_files()
 
 
 if __name__ == "__main__":
