@@ -254,6 +254,84 @@ def doctor(
         raise typer.Exit(1)
 
 
+# --------------------------------------------------------------------------- stats / merge / upload
+
+
+@app.command("stats")
+def stats(
+    out: Annotated[Path, typer.Argument(help="Run directory (polar generate / merge --out).")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the statistics as JSON (as OUT/stats.json).")
+    ] = False,
+) -> None:
+    """Statistics of a run, recomputed from its ledger: attempts, outcomes, acceptance per
+    repository, retries, conversation sizes, tokens, reconstruction, stage times, GPU-hours."""
+    import json
+
+    from polar_cli.pipeline.stats import run_stats
+
+    result = run_stats(out)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, sort_keys=True))
+        return
+    from rich.console import Console
+
+    from polar_cli.dataset.stats import render_stats
+
+    Console().print(render_stats(result, title=f"polar run {out}"))
+
+
+@app.command("merge")
+def merge(
+    inputs: Annotated[list[Path], typer.Argument(help="Shard run directories to combine.")],
+    out: Annotated[
+        Path, typer.Option("--out", help="Merged dataset directory (new, or an earlier merge).")
+    ],
+) -> None:
+    """Combine shard run directories (polar generate --shard I/N) into one dataset directory:
+    merged ledger and statistics, split recomputed over the union, fresh shards and card."""
+    from polar_cli.pipeline.merge import merge_runs
+
+    summary = merge_runs(inputs, out)
+    rows = summary.dataset.rows
+    typer.echo(
+        f"merged {len(summary.inputs)} runs into {summary.out_dir}: {summary.attempts} attempts, "
+        f"{summary.dataset.accepted_sessions} accepted sessions, "
+        f"traces {dict(rows.get('traces', {}))}, sessions {dict(rows.get('sessions', {}))}"
+    )
+
+
+@app.command("upload")
+def upload(
+    directory: Annotated[Path, typer.Argument(help="Dataset directory to publish.")],
+    repo_id: Annotated[str, typer.Option("--repo-id", help="Hub dataset repository, ORG/NAME.")],
+    private: Annotated[
+        bool, typer.Option("--private", help="Create the repository private.")
+    ] = False,
+    revision: Annotated[
+        str | None, typer.Option("--revision", help="Branch to commit to (created if missing).")
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Validate and print what would be uploaded; send nothing."),
+    ] = False,
+) -> None:
+    """Validate a dataset directory (card vs files, schema version) and publish it to the
+    Hugging Face Hub as one commit (card, stats.json, Parquet shards). Token: HF_TOKEN or
+    `hf auth login`; it is never printed or stored by polar."""
+    from polar_cli.dataset.upload import check_repo_id, plan_upload
+    from polar_cli.dataset.upload import upload as publish
+
+    check_repo_id(repo_id)
+    plan = plan_upload(directory)
+    target = f"{repo_id} (dataset{', private' if private else ''}, revision {revision or 'main'})"
+    if dry_run:
+        typer.echo(f"would upload to {target}:\n{plan.describe()}")
+        return
+    url = publish(plan, repo_id=repo_id, private=private, revision=revision)
+    typer.echo(f"uploaded {len(plan.files)} files to {target}: {url}")
+
+
 # --------------------------------------------------------------------------- entry point
 
 
