@@ -53,22 +53,24 @@ class PrefixIndex:
         return best
 
     def add(self, ids: list[int], call_id: str) -> str | None:
-        """Insert `ids` for `call_id`; return the parent found before inserting."""
-        parent = self.longest_prefix(ids)
+        """Insert `ids` for `call_id`; return the parent found on the way (one walk)."""
         node, pos, n = self._root, 0, len(ids)
+        parent = node.call_id
         while pos < n:
             edge = node.edges.get(ids[pos])
             if edge is None:
-                leaf = _Node(call_id=call_id)
-                node.edges[ids[pos]] = _Edge(list(ids[pos:]), leaf)
+                node.edges[ids[pos]] = _Edge(ids[pos:], _Node(call_id=call_id))
                 self._size += 1
                 return parent
             label = edge.label
-            common = _common_prefix_len(label, ids, pos)
-            if common == len(label):
-                node, pos = edge.child, pos + common
+            end = pos + len(label)
+            if end <= n and ids[pos:end] == label:
+                node, pos = edge.child, end
+                if node.call_id is not None:
+                    parent = node.call_id
                 continue
-            # split the edge at `common`
+            # diverges (or ends) inside this edge: split it at the common prefix
+            common = _common_prefix_len(label, ids, pos)
             mid = _Node()
             mid.edges[label[common]] = _Edge(label[common:], edge.child)
             edge.label, edge.child = label[:common], mid
