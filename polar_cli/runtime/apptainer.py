@@ -244,11 +244,17 @@ class ApptainerBackend:
         # No PATH here: the image's own PATH (conda envs in SWE-bench images) must stay.
         full = {"HOME": self.home_dir, "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
         full.update(env or {})
+        # Apptainer refuses to override HOME from --env / --env-file (it warns and keeps the
+        # user's passwd home), so HOME is set by `env` inside the instance, in front of argv.
+        home = full.pop("HOME")
         env_file = self._write_env_file(full)
         try:
             prefix = self._exec_prefix(env_file, cwd or self.repo_dir)
             return await self._procs.run(
-                [*prefix, *argv], timeout_s=timeout_s, env=_client_env(), stdin=stdin
+                [*prefix, "env", f"HOME={home}", *argv],
+                timeout_s=timeout_s,
+                env=_client_env(),
+                stdin=stdin,
             )
         finally:
             files.remove_path(env_file)
