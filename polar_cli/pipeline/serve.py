@@ -74,7 +74,7 @@ async def serve_gateway(
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    installed: list[int] = []
+    installed: list[signal.Signals] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
