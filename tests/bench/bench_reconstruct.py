@@ -97,7 +97,10 @@ def run_files() -> None:
     print("\npolar reconstruct end to end (JSONL -> exact -> Parquet), 200-call session")
     import pyarrow.parquet  # noqa: F401  (import time is not reconstruction time)
 
+    from polar_cli.dataset.schema import traces_to_table
+
     calls = session(200)
+    traces_to_table(reconstruct_session(calls[:1], mode="exact", eot_id=EOT).traces)  # warm
     total = sum(len(c.prompt_ids) + len(c.response_ids) for c in calls)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "completions.jsonl"
