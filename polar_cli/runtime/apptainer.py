@@ -128,6 +128,8 @@ class ApptainerBackend:
             else:
                 src = f"image-src={cfg.harness_prefix}"
                 flags += ["--bind", f"{cfg.harness_image}:{self.harness_dir}:{src}"]
+        for path in spec.ro_paths:
+            flags += ["--bind", f"{path.resolve()}:{path.resolve()}:ro"]
         if cfg.fakeroot:
             flags += ["--fakeroot"]
         flags += list(cfg.extra_flags)

@@ -34,6 +34,9 @@ class RuntimeSpec:
     host_dir: this runtime's own directory on the host (workspace, HOME, artifacts live under
     it); distinct per session and per purpose.
     harness_dir: host path of the installed harness tree, mounted read-only (agent only).
+    ro_paths: host paths made visible read-only at the same path inside, even where the
+    sandbox hides their parent (e.g. a Python installed under /root by pyenv that the
+    evaluator must run); keep them narrow -- never a whole home directory.
     """
 
     session_id: str
@@ -41,6 +44,7 @@ class RuntimeSpec:
     host_dir: Path
     purpose: Literal["agent", "eval"] = "agent"
     harness_dir: Path | None = None
+    ro_paths: tuple[Path, ...] = ()
 
 
 class Runtime(Protocol):

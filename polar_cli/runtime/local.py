@@ -108,6 +108,11 @@ class LocalBackend:
                 f"harness tree {self.host_harness} does not exist: install the harness first "
                 "(polar harness install NAME)"
             )
+        missing = [str(p) for p in self.spec.ro_paths if not p.exists()]
+        if missing:
+            raise SetupError(
+                f"RuntimeSpec.ro_paths do not exist on this host: {', '.join(missing)}"
+            )
         for d in (self.host_home, self.host_artifacts, self.host_tmp):
             d.mkdir(parents=True, exist_ok=True)
         await materialise_repo(self.spec.task, self.host_repo)
@@ -152,6 +157,7 @@ class LocalBackend:
                 harness=self.host_harness,
                 hide=sandbox.hide_dirs(self.spec.host_dir, self.cfg.workdir),
                 network=self.spec.purpose == "agent",
+                ro_paths=tuple(p.resolve() for p in self.spec.ro_paths),
             )
             prefix = sandbox.bwrap_argv(self._bwrap, mounts, full_env, cwd)
             return await self._procs.run(

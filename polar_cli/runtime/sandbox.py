@@ -49,6 +49,7 @@ class SandboxMounts:
     harness: Path | None
     hide: tuple[Path, ...]  # host dirs masked by an empty tmpfs (other sessions' dirs)
     network: bool  # share the host network namespace (agents reach the gateway on 127.0.0.1)
+    ro_paths: tuple[Path, ...] = ()  # shown read-only at their own path, even under a mask
 
 
 def hide_dirs(host_dir: Path, workdir: str | None) -> tuple[Path, ...]:
@@ -93,6 +94,8 @@ def bwrap_argv(bwrap: str, mounts: SandboxMounts, env: Mapping[str, str], cwd: s
     argv += ["--bind", str(mounts.artifacts), SANDBOX_ARTIFACTS]
     if mounts.harness is not None:
         argv += ["--ro-bind", str(mounts.harness), SANDBOX_HARNESS]
+    for path in mounts.ro_paths:
+        argv += ["--ro-bind", str(path), str(path)]
     argv += ["--unshare-all"]
     if mounts.network:
         argv += ["--share-net"]

@@ -178,6 +178,36 @@ def test_host_home_and_other_sessions_are_invisible(tmp_path: Path, task: Task) 
 
 
 @needs_bwrap
+def test_ro_paths_show_one_dir_under_a_hidden_home(tmp_path: Path, task: Task) -> None:
+    if not os.access("/root", os.W_OK):
+        pytest.skip("cannot create a directory in /root as this user")
+    shown = Path(tempfile.mkdtemp(prefix=".polar_ro_test_", dir="/root"))
+    secret = Path("/root/.polar_secret_test_ro")
+    (shown / "tool.txt").write_text("visible")
+    secret.write_text("TOPSECRET")
+    try:
+
+        async def go() -> None:
+            s = spec(tmp_path, task, "s1", "eval", ro_paths=(shown,))
+            async with open_runtime(BWRAP, s) as rt:
+                res = await rt.exec(sh(f"cat {shown}/tool.txt; cat {secret}"), timeout_s=30)
+                assert res.stdout == "visible" and "No such file" in res.stderr
+                res = await rt.exec(["touch", f"{shown}/new"], timeout_s=30)
+                assert res.exit_code != 0 and not (shown / "new").exists()
+            # the practical case: this very Python, wherever pyenv put it
+            base = Path(sys.base_prefix).resolve()
+            s = spec(tmp_path, task, "s2", "eval", ro_paths=(base,))
+            async with open_runtime(BWRAP, s) as rt:
+                res = await rt.exec([sys.executable, "-c", "print(6 * 7)"], timeout_s=60)
+                assert res.stdout.strip() == "42", res
+
+        run(go())
+    finally:
+        shutil.rmtree(shown, ignore_errors=True)
+        secret.unlink()
+
+
+@needs_bwrap
 def test_writes_outside_writable_dirs_fail(tmp_path: Path, task: Task) -> None:
     marker = f"polar_escape_{uuid.uuid4().hex}"
 

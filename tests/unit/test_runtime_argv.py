@@ -42,6 +42,14 @@ def test_bwrap_argv_agent_vs_eval(tmp_path: Path) -> None:
     assert agent[mask - 1] == "--tmpfs" and mask < agent.index(str(tmp_path / "repo"))
     if Path("/root").is_dir():
         assert agent[agent.index("/root") - 1] == "--tmpfs"
+    ro = sandbox.SandboxMounts(
+        **{**mounts(tmp_path, False).__dict__, "ro_paths": (Path("/root/py"),)}
+    )
+    ro_argv = sandbox.bwrap_argv("bwrap", ro, env, "/x")
+    k = ro_argv.index("/root/py")
+    assert ro_argv[k - 1 : k + 2] == ["--ro-bind", "/root/py", "/root/py"] and k > ro_argv.index(
+        "/root"
+    )
     j = agent.index("K")
     assert agent[j - 1 : j + 2] == ["--setenv", "K", "v"]
 
@@ -102,6 +110,10 @@ def test_apptainer_start_argv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert f"/c/h.sif:{sandbox.SANDBOX_HARNESS}:image-src=/opt/polar-harness" in ag
     net_none = backend(monkeypatch, ApptainerRuntime(network="none"), spec("agent"))
     assert "--net" in net_none.start_argv(Path("/i"))
+    ro = RuntimeSpec("s", spec().task, Path("/var/tmp/h"), "eval", ro_paths=(Path("/opt/py"),))
+    assert "/opt/py:/opt/py:ro" in backend(monkeypatch, ApptainerRuntime(), ro).start_argv(
+        Path("/i")
+    )
 
 
 def test_apptainer_exec_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
