@@ -173,7 +173,7 @@ def build_repo(name: str, work: Path) -> list[dict]:
     REPOS.mkdir(exist_ok=True)
     bundle = REPOS / f"{name}.bundle"
     bundle.unlink(missing_ok=True)
-    git(repo, "bundle", "create", "-q", str(bundle), "main")
+    git(repo, "bundle", "create", "-q", str(bundle), "HEAD", "main")
     return rows
 
 

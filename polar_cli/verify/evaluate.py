@@ -1,0 +1,195 @@
+"""The evaluator: grade one patch in an already opened, fresh runtime.
+
+Owns: `evaluate(runtime, task, patch, ...) -> Evaluation`: apply the patch (`git apply -v`,
+then `patch --batch --fuzz=5 -p1`), undo whatever it did to test files, apply the task's test
+patch, run the FAIL_TO_PASS / PASS_TO_PASS tests with the task's test command under a time
+limit, parse the log, grade, and cross-check the log against the runner's exit status.
+Out of scope: opening the runtime (the caller opens a fresh one from the pristine snapshot or
+image with `polar_cli.runtime.open_runtime`), parsing (logs.py), grading rules (grading.py).
+
+Outcomes: accepted | tests_failed | no_patch (empty patch: nothing is run) |
+patch_apply_failed | eval_error (the evaluator broke: test patch does not apply, the test run
+timed out, the runner is missing, the log cannot be read). Only `accepted` has reward 1.0.
+
+The test command runs as `bash -c "<test_cmd> <files>"` in the repository with the runtime's
+clean environment plus `env`; for the local runtime the caller puts a Python with pytest on PATH
+(the demo tasks use `python -m pytest -rA`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from polar_cli.errors import InfraError, VerifyError
+from polar_cli.records import Outcome, Task, TestResult
+from polar_cli.runtime.base import ExecResult, Runtime
+from polar_cli.verify import grading
+from polar_cli.verify.logs import parse_log
+
+DEFAULT_TEST_CMD = "pytest -rA"
+GIT_TIMEOUT_S = 120.0  # one git / patch command inside the runtime
+LOG_MAX_CHARS = 2_000_000  # keep the tail of a runaway log
+REASON_TAIL_CHARS = 800
+_MISSING_RUNNER = ("No module named pytest", "command not found", "No such file or directory")
+
+# Restores each named file to the base commit (HEAD of the fresh clone) or deletes it when the
+# base commit has no such file. argv: the files.
+_RESTORE_SH = r"""
+for f in "$@"; do
+  if git cat-file -e "HEAD:$f" 2>/dev/null; then git checkout -q HEAD -- "$f"
+  else rm -rf -- "$f"; fi
+done
+"""
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The verdict on one patch. `tests` holds every F2P / P2P test's status."""
+
+    instance_id: str
+    outcome: Outcome
+    reward: float  # 1.0 when accepted, else 0.0
+    tests: tuple[TestResult, ...] = ()
+    reason: str = ""  # why, for anything but accepted (and notes such as restored files)
+    log: str = ""  # the test run's combined stdout + stderr (tail, when huge)
+    log_path: str | None = None  # set by the caller when it writes `log` to disk
+    duration_s: float = 0.0
+    applied_with: str = ""  # "git apply" | "patch" | ""
+    restored: tuple[str, ...] = ()  # test files the patch changed, restored before the run
+
+    def to_dict(self) -> dict[str, object]:
+        row = dataclasses.asdict(self)
+        row["outcome"] = str(self.outcome)
+        row.pop("log")
+        return row
+
+
+def _tail(text: str, n: int = REASON_TAIL_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= n else "..." + text[-n:]
+
+
+class _Evaluator:
+    """One evaluation's steps; `finish` turns an outcome into the Evaluation."""
+
+    def __init__(self, rt: Runtime, task: Task, env: Mapping[str, str] | None) -> None:
+        self.rt, self.task, self.env = rt, task, dict(env or {})
+        self.start = time.monotonic()
+
+    def finish(self, outcome: Outcome, reason: str = "", **kw: Any) -> Evaluation:
+        reward = 1.0 if outcome is Outcome.ACCEPTED else 0.0
+        duration = time.monotonic() - self.start
+        return Evaluation(
+            self.task.instance_id, outcome, reward, reason=reason, duration_s=duration, **kw
+        )
+
+    async def run(
+        self, argv: list[str], timeout_s: float, stdin: bytes | None = None
+    ) -> ExecResult:
+        return await self.rt.exec(
+            argv, timeout_s=timeout_s, env=self.env, cwd=self.rt.repo_dir, stdin=stdin
+        )
+
+    async def apply(self, patch: str) -> tuple[str, str]:
+        """("git apply" | "patch" | "", log of the attempts)."""
+        data = (patch if patch.endswith("\n") else patch + "\n").encode()
+        git = await self.run(["git", "apply", "-v", "-"], GIT_TIMEOUT_S, data)
+        if git.exit_code == 0:
+            return "git apply", git.stdout + git.stderr
+        fuzzy = await self.run(["patch", "--batch", "--fuzz=5", "-p1"], GIT_TIMEOUT_S, data)
+        if fuzzy.exit_code == 0:
+            return "patch", git.stderr + fuzzy.stdout + fuzzy.stderr
+        attempts = (
+            f"git apply: {git.stderr.strip()}\npatch: {(fuzzy.stdout + fuzzy.stderr).strip()}"
+        )
+        return "", attempts
+
+    async def changed_files(self) -> list[str]:
+        tracked = await self.run(["git", "diff", "--name-only", "-z", "HEAD"], GIT_TIMEOUT_S)
+        # No --exclude-standard: a patch must not hide a new conftest.py behind .gitignore.
+        new = await self.run(["git", "ls-files", "--others", "-z"], GIT_TIMEOUT_S)
+        if tracked.exit_code != 0 or new.exit_code != 0:
+            raise VerifyError(f"git could not list changed files: {tracked.stderr}{new.stderr}")
+        return sorted({p for p in (tracked.stdout + new.stdout).split("\0") if p})
+
+    async def restore(self, paths: list[str]) -> None:
+        res = await self.run(["bash", "-c", _RESTORE_SH, "restore", *paths], GIT_TIMEOUT_S)
+        if res.exit_code != 0:
+            raise VerifyError(f"could not restore test files {paths}: {res.stderr.strip()}")
+
+    async def evaluate(self, patch: str, timeout_s: float, test_cmd: str | None) -> Evaluation:
+        task = self.task
+        applied_with, apply_log = await self.apply(patch)
+        if not applied_with:
+            return self.finish(Outcome.PATCH_APPLY_FAILED, _tail(apply_log), log=apply_log)
+        test_ids = (*task.fail_to_pass, *task.pass_to_pass)
+        restored = grading.protected_paths(await self.changed_files(), task.test_patch, test_ids)
+        if restored:
+            await self.restore(restored)
+        notes = f"restored test files the patch changed: {', '.join(restored)}" if restored else ""
+        if task.test_patch.strip():
+            applied_tp, tp_log = await self.apply(task.test_patch)
+            if not applied_tp:
+                why = "the task's test patch does not apply: " + _tail(tp_log)
+                return self.finish(Outcome.EVAL_ERROR, why)
+        files = grading.test_directives(task.test_patch, test_ids)
+        cmd = task.test_cmd or test_cmd or DEFAULT_TEST_CMD
+        script = f"{cmd} {' '.join(shlex.quote(f) for f in files)} 2>&1"
+        res = await self.run(["bash", "-c", script], timeout_s)
+        log = (res.stdout + res.stderr)[-LOG_MAX_CHARS:]
+        common: dict[str, Any] = {
+            "log": log,
+            "applied_with": applied_with,
+            "restored": tuple(restored),
+        }
+        if res.timed_out:
+            why = f"the test run timed out after {timeout_s:g} s"
+            return self.finish(Outcome.EVAL_ERROR, why, **common)
+        parsed = parse_log(log, task.log_parser)
+        if not parsed.statuses:
+            broken = res.exit_code in (126, 127) or any(m in log for m in _MISSING_RUNNER)
+            why = "the test runner is missing" if broken else "the log names no test result"
+            return self.finish(
+                Outcome.EVAL_ERROR, f"{why} (exit {res.exit_code}): {_tail(log)}", **common
+            )
+        outcome, tests = grading.grade(task.fail_to_pass, task.pass_to_pass, parsed.statuses)
+        reasons = [notes]
+        if outcome is Outcome.ACCEPTED:
+            distrust = grading.distrust_reason(parsed, res.exit_code)
+            if distrust:
+                outcome = Outcome.TESTS_FAILED
+                reasons.insert(0, distrust)
+        else:
+            failing = [f"{t.name} ({t.kind}: {t.status})" for t in tests if t.status != "passed"]
+            reasons.insert(0, f"{len(failing)} failing: " + ", ".join(failing[:5]))
+        reason = "; ".join(r for r in reasons if r)
+        return self.finish(outcome, reason, tests=tuple(tests), **common)
+
+
+async def evaluate(
+    runtime: Runtime,
+    task: Task,
+    patch: str,
+    *,
+    timeout_s: float,
+    test_cmd: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Evaluation:
+    """Grade `patch` for `task` in `runtime`, which must be FRESH (the pristine repository at
+    the base commit; never the agent's runtime). `test_cmd` is the fallback when the task has
+    none (default `pytest -rA`); `timeout_s` limits the test run; `env` is added to the
+    runtime's clean environment (e.g. PATH with a Python that has pytest). Never raises for a
+    bad patch or a broken evaluator: those are outcomes (an InfraError from the runtime or a
+    VerifyError becomes eval_error, with its message as the reason)."""
+    ev = _Evaluator(runtime, task, env)
+    if not patch.strip():
+        return ev.finish(Outcome.NO_PATCH, "the patch is empty: nothing to evaluate")
+    try:
+        return await ev.evaluate(patch, timeout_s, test_cmd)
+    except (InfraError, VerifyError) as exc:
+        return ev.finish(Outcome.EVAL_ERROR, f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,105 @@
+"""Grading: pure functions from test statuses (and the runner's exit status) to an Outcome.
+
+Owns: `grade` (accepted iff every FAIL_TO_PASS and every PASS_TO_PASS test passed), the
+cross-check of a log against its runner (`distrust_reason`), and which files of a repository a
+patch may not change (`protected_paths`, `is_test_path`). No I/O here; property-tested.
+Out of scope: producing the statuses (logs.py), running anything (evaluate.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
+
+from polar_cli.records import Outcome, TestResult, TestStatus
+from polar_cli.verify.logs import ParsedLog
+
+F2P = "FAIL_TO_PASS"
+P2P = "PASS_TO_PASS"
+_TEST_DIRS = frozenset({"test", "tests", "testing"})
+# pytest's own configuration file; pyproject.toml / setup.cfg / tox.ini also hold other things,
+# so a patch may change those (see the README's known limits).
+_TEST_CONFIG = frozenset({"conftest.py", "pytest.ini"})
+_DIFF_GIT = re.compile(r"^diff --git a/(.+?) b/(.+)$", re.MULTILINE)
+_DIFF_FILE = re.compile(r"^(?:---|\+\+\+) (?:[ab]/)?(.+?)(?:\t.*)?$", re.MULTILINE)
+
+
+def grade(
+    fail_to_pass: Iterable[str],
+    pass_to_pass: Iterable[str],
+    statuses: Mapping[str, TestStatus],
+) -> tuple[Outcome, list[TestResult]]:
+    """(ACCEPTED, tests) iff every F2P and every P2P test passed, else (TESTS_FAILED, tests).
+    A test absent from the statuses is MISSING (not passed)."""
+    tests = [
+        TestResult(name, str(statuses.get(name, TestStatus.MISSING)), kind)
+        for kind, names in ((F2P, fail_to_pass), (P2P, pass_to_pass))
+        for name in names
+    ]
+    ok = all(t.status == TestStatus.PASSED for t in tests)
+    return (Outcome.ACCEPTED if ok else Outcome.TESTS_FAILED), tests
+
+
+def distrust_reason(parsed: ParsedLog, exit_code: int) -> str | None:
+    """Why a log that reports the tests as passed cannot be believed, or None.
+
+    A pytest run in which every collected test passed exits 0 and ends with its summary line.
+    So: a missing summary means the run did not end normally (the process was cut short or
+    the output forged); a non-zero exit with no failure anywhere in the log means the log does
+    not describe the run; a test reported both passed and failed means something printed
+    status lines of its own.
+    """
+    if parsed.conflicts:
+        shown = ", ".join(parsed.conflicts[:3])
+        return f"the log reports contradicting statuses for {shown}: not trusted"
+    if parsed.parser == "pytest" and not parsed.summary_seen:
+        return f"pytest's final summary line is missing (exit status {exit_code}): not trusted"
+    if exit_code != 0 and not parsed.any_failure:
+        return f"the test runner exited {exit_code} although its log shows no failing test"
+    return None
+
+
+def is_test_path(path: str) -> bool:
+    """SWE-bench's split of a fix into `patch` and `test_patch`: a path is a test file when a
+    directory on it is test/tests/testing, or its name is test_*.py / *_test.py /
+    conftest.py / pytest.ini."""
+    p = PurePosixPath(path)
+    name = p.name
+    return (
+        any(part in _TEST_DIRS for part in p.parts[:-1])
+        or name in _TEST_CONFIG
+        or (name.startswith("test_") and name.endswith(".py"))
+        or name.endswith("_test.py")
+    )
+
+
+def patch_paths(patch: str) -> set[str]:
+    """Every path a unified / git diff names (both sides; /dev/null left out)."""
+    paths = {p for pair in _DIFF_GIT.findall(patch) for p in pair}
+    paths |= {p for p in _DIFF_FILE.findall(patch) if p != "/dev/null"}
+    return {p.strip() for p in paths if p.strip()}
+
+
+def test_files_of(test_ids: Iterable[str]) -> set[str]:
+    """The files pytest-style test ids live in (`tests/test_x.py::test_y` -> tests/test_x.py)."""
+    files = set()
+    for test_id in test_ids:
+        path = test_id.split("::", 1)[0]
+        if "::" in test_id and path.endswith(".py"):
+            files.add(path)
+    return files
+
+
+def protected_paths(changed: Iterable[str], test_patch: str, test_ids: Iterable[str]) -> list[str]:
+    """Of the paths a patch changed, those it may not change: the test patch's files, the files
+    of the graded tests, and every test file (is_test_path). The evaluator restores them to
+    the base commit before applying the test patch, so a patch cannot edit or delete tests."""
+    named = patch_paths(test_patch) | test_files_of(test_ids)
+    return sorted(p for p in set(changed) if p in named or is_test_path(p))
+
+
+def test_directives(test_patch: str, test_ids: Iterable[str]) -> list[str]:
+    """What to pass to the test command: the test patch's files plus the graded tests' files
+    (SWE-bench passes the test patch's files; the demo tasks' PASS_TO_PASS spans the suite)."""
+    return sorted(patch_paths(test_patch) | test_files_of(test_ids))
