@@ -4,21 +4,21 @@ Owns: composing tasks/, runtime/ and verify/ for the `polar verify` command -- c
 patches (`gold`, `empty`, or a JSONL file of `instance_id, patch` rows), opening one fresh
 evaluator runtime per instance with `open_runtime(..., RuntimeSpec(purpose="eval"))`, running
 `verify.evaluate` at a fixed concurrency, and writing `DIR/results.jsonl` (one row per instance)
-plus `DIR/logs/<instance_id>.log`. `verify_in_fresh_runtime` and `eval_env` are what the
-generate pipeline reuses for its POSTRUN verification.
+plus `DIR/logs/<instance_id>.log`. `verify_in_fresh_runtime` (with `eval_env` / `python_ro_paths`) is what
+the generate pipeline reuses for its POSTRUN verification.
 Out of scope: grading (verify/), loading tasks (tasks/), the runtime backends (runtime/).
 
 How the evaluator finds python / pytest: images (apptainer) bring their own. For the local
 runtime the evaluator's PATH starts with the bin/ directory of the Python running polar (its
-virtual environment, where pytest is installed), then the usual system directories; the demo
-tasks' test command is `python -m pytest -rA ...`.
+virtual environment, where pytest is installed), then the usual system directories, and that
+Python is made visible read-only inside the sandbox when it lives under a directory the sandbox
+masks (RuntimeSpec.ro_paths); the demo tasks' test command is `python -m pytest -rA ...`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import shutil
 import sys
 from dataclasses import dataclass, replace
@@ -30,8 +30,6 @@ from polar_cli.records import Outcome, Task
 from polar_cli.runtime import RuntimeSpec, open_runtime
 from polar_cli.tasks import TaskSet, load_tasks
 from polar_cli.verify import Evaluation, evaluate
-
-log = logging.getLogger(__name__)
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PATCH_CHOICES = ("gold", "empty")
@@ -70,33 +68,20 @@ def eval_env(cfg: RuntimeCfg) -> dict[str, str]:
     }
 
 
-def interpreter_hidden_by_sandbox() -> str | None:
-    """The real path of this Python when it lies under a directory the bubblewrap sandbox masks
-    (/root, /home: e.g. a pyenv install), else None. Such a Python cannot run inside it."""
+def python_ro_paths(cfg: RuntimeCfg) -> tuple[Path, ...]:
+    """The Python running polar (its installation and its virtual environment), for
+    `RuntimeSpec.ro_paths`, when a local sandbox would otherwise hide it (a pyenv Python under
+    /root): the evaluator runs pytest with it."""
+    if cfg.kind != "local":
+        return ()
     from polar_cli.runtime.sandbox import HIDDEN_HOME_DIRS
 
-    real = Path(sys.executable).resolve()
-    for hidden in HIDDEN_HOME_DIRS:
-        if real.is_relative_to(hidden):
-            return str(real)
-    return None
-
-
-def effective_runtime(cfg: RuntimeCfg) -> RuntimeCfg:
-    """The runtime config evaluations really use. A local sandbox that would hide the Python
-    running polar (so pytest cannot start) falls back to a plain process, with a warning that
-    says how to keep the sandbox; an explicit sandbox=bwrap is kept (and fails loudly)."""
-    if cfg.kind == "local" and cfg.sandbox == "auto":
-        hidden = interpreter_hidden_by_sandbox()
-        if hidden:
-            log.warning(
-                "verify: the evaluator's Python %s lies under a directory the bubblewrap sandbox "
-                "hides, so tests run WITHOUT the sandbox (still in a fresh clone). To keep it, "
-                "run polar from a Python outside /root and /home",
-                hidden,
-            )
-            return cfg.model_copy(update={"sandbox": "none"})
-    return cfg
+    paths: list[Path] = []
+    for prefix in (sys.base_prefix, sys.prefix):
+        real = Path(prefix).resolve()
+        if any(real.is_relative_to(h) for h in HIDDEN_HOME_DIRS) and real not in paths:
+            paths.append(real)
+    return tuple(paths)
 
 
 async def verify_in_fresh_runtime(
@@ -113,7 +98,13 @@ async def verify_in_fresh_runtime(
     if not patch.strip():  # nothing to run: do not even open a runtime
         reason = "the patch is empty: nothing to evaluate"
         return Evaluation(task.instance_id, Outcome.NO_PATCH, 0.0, reason=reason)
-    spec = RuntimeSpec(session_id or f"verify-{task.instance_id}", task, host_dir, purpose="eval")
+    spec = RuntimeSpec(
+        session_id or f"verify-{task.instance_id}",
+        task,
+        host_dir,
+        purpose="eval",
+        ro_paths=python_ro_paths(cfg),
+    )
     try:
         async with open_runtime(cfg, spec) as rt:
             return await evaluate(
@@ -224,7 +215,7 @@ def run_verify(
         verify_all(
             task_set.tasks,
             chosen,
-            effective_runtime(runtime),
+            runtime,
             verify_cfg or VerifyConfig(),
             out_dir,
             concurrency,
