@@ -276,7 +276,7 @@ class ApptainerBackend:
         stage = f"{XFER_DIR}/{uuid.uuid4().hex}"
         await asyncio.to_thread(files.copy_path, src, self.host_artifacts / stage)
         try:
-            await self._inside(["cp", "-a", "-T", f"{self.artifacts_dir}/{stage}", dst], dst)
+            await self._inside(_cp_argv(f"{self.artifacts_dir}/{stage}", dst), dst)
         finally:
             await asyncio.to_thread(files.remove_path, self.host_artifacts / stage)
 
@@ -286,9 +286,8 @@ class ApptainerBackend:
             await asyncio.to_thread(files.copy_path, host, dst)
             return
         stage = f"{XFER_DIR}/{uuid.uuid4().hex}"
-        await self._inside(["mkdir", "-p", f"{self.artifacts_dir}/{XFER_DIR}"], src)
         try:
-            await self._inside(["cp", "-a", "-T", src, f"{self.artifacts_dir}/{stage}"], src)
+            await self._inside(_cp_argv(src, f"{self.artifacts_dir}/{stage}"), src)
             await asyncio.to_thread(files.copy_path, self.host_artifacts / stage, dst)
         finally:
             await asyncio.to_thread(files.remove_path, self.host_artifacts / stage)
@@ -297,3 +296,9 @@ class ApptainerBackend:
         res = await self.exec(argv, timeout_s=START_TIMEOUT_S, cwd="/")
         if res.exit_code != 0:
             raise InfraError(f"copying {what} in instance {self.name} failed: {res.stderr[-500:]}")
+
+
+def _cp_argv(src: str, dst: str) -> list[str]:
+    """Copy inside the instance, creating dst's parent; a directory's contents go to dst."""
+    script = 'mkdir -p "$(dirname "$2")" && cp -a -T "$1" "$2"'
+    return ["sh", "-c", script, "sh", src, dst]

@@ -268,6 +268,7 @@ def test_upload_download_inside_and_through_binds(lab: Path) -> None:
     async def go() -> None:
         async with open_runtime(cfg(lab), spec(lab, "s1")) as rt:
             await rt.upload(src / "patch.diff", "/testbed/patch.diff")  # outside the binds
+            await rt.upload(src, "/testbed/new/dir")  # a directory, parents created
             await rt.upload(src, f"{rt.artifacts_dir}/in")
             res = await rt.exec(
                 sh(f"cat /testbed/patch.diff {rt.artifacts_dir}/in/patch.diff"), timeout_s=30
