@@ -13,6 +13,9 @@ Definitions (so every figure can be checked against the ledger by hand):
   attempt with `attempt >= 1`; `retries.by_cause[o]` counts retries whose previous attempt of the
   same session ended with outcome o (`unknown` if that row is absent). Superseded attempts stay
   in every count above: they happened and cost GPU time.
+- scored attempts: attempts minus system failures (infra_error, eval_error), which are never
+  the model's fault; `model_acceptance_rate` = accepted / scored attempts. `acceptance_rate`
+  (accepted / attempts) is the run's yield.
 - percentiles: nearest rank (p-th value = sorted[ceil(p/100 * n) - 1]); no interpolation.
 - active wall time: per shard, the length of the union of the attempts' [started_at,
   finished_at] intervals (server start-up and downtime between resumes are not counted), summed
@@ -48,6 +51,9 @@ class SessionShape:
 
     num_messages: int
     assistant_turns: int
+
+
+_KNOWN = {o.value for o in Outcome}
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float] | None:
@@ -107,10 +113,12 @@ def compute_stats(
     for repo in sorted({r.repo for r in results}):
         rows = [r for r in results if r.repo == repo]
         acc = sum(r.outcome == Outcome.ACCEPTED for r in rows)
+        scored = sum(not Outcome(r.outcome).is_system_failure for r in rows if r.outcome in _KNOWN)
         per_repo[repo] = {
             "attempts": len(rows),
             "accepted": acc,
             "rate": _rate(acc, len(rows)),
+            "scored_attempts": scored,
             "instances": len({r.instance_id for r in rows}),
         }
     accepted = [r for r in results if r.outcome == Outcome.ACCEPTED]
@@ -145,6 +153,11 @@ def compute_stats(
         "attempts": len(results),
         "accepted": len(accepted),
         "acceptance_rate": _rate(len(accepted), len(results)),
+        # the model's acceptance: system failures (infra_error, eval_error) are not its fault
+        "scored_attempts": sum(r["scored_attempts"] for r in per_repo.values()),
+        "model_acceptance_rate": _rate(
+            len(accepted), sum(r["scored_attempts"] for r in per_repo.values())
+        ),
         "outcomes": {o.value: outcomes.get(o.value, 0) for o in Outcome}
         | {k: v for k, v in outcomes.items() if k not in set(Outcome)},
         "per_repo": per_repo,
@@ -220,6 +233,11 @@ def render_stats(stats: Mapping[str, Any], title: str = "polar run") -> Any:
     head = Table(title=title, show_header=False, box=None)
     head.add_row("attempts", str(stats["attempts"]))
     head.add_row("accepted", f"{stats['accepted']} ({pct(stats['accepted'], stats['attempts'])})")
+    head.add_row(
+        "model acceptance",
+        f"{pct(stats['accepted'], stats['scored_attempts'])} of {stats['scored_attempts']} "
+        "attempts without a system failure",
+    )
     s = stats["sessions"]
     head.add_row("sessions", f"{s['sessions_accepted']} / {s['sessions']} accepted")
     head.add_row(

@@ -49,6 +49,9 @@ def test_every_breakdown_sums_to_the_totals(results: list[SessionResult]) -> Non
         assert row["rate"] == (
             round(row["accepted"] / row["attempts"], 4) if row["attempts"] else 0
         )
+    system = sum(r.outcome in ("infra_error", "eval_error") for r in results)
+    assert stats["scored_attempts"] == stats["attempts"] - system
+    assert sum(r["scored_attempts"] for r in stats["per_repo"].values()) == stats["scored_attempts"]
     assert stats["retries"]["total"] == sum(r.attempt >= 1 for r in results)
     assert sum(stats["retries"]["by_cause"].values()) == stats["retries"]["total"]
     assert stats["tokens"]["sampled_total"] == sum(r.sampled_tokens for r in results)
