@@ -253,3 +253,92 @@ def test_unregister_revokes_key_and_closes_capture(tmp_path: Path) -> None:
                 )
 
     run(go)
+
+
+# (protocol path, auth header name, how to read the error body) for each provider
+PROVIDERS = {
+    "openai_chat": ("/v1/chat/completions", "Authorization", lambda b: b["error"]["message"]),
+    "openai_responses": ("/v1/responses", "Authorization", lambda b: b["error"]["message"]),
+    "anthropic": ("/v1/messages?beta=true", "x-api-key", lambda b: b["error"]["message"]),
+    "google": (
+        "/v1beta/models/gw:streamGenerateContent?alt=sse",
+        "x-goog-api-key",
+        lambda b: b["error"]["message"],
+    ),
+}
+VALID = {
+    "openai_chat": CHAT,
+    "openai_responses": {"model": "gw", "input": "hi", "stream": True},
+    "anthropic": {
+        "model": "gw",
+        "max_tokens": 64,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    },
+    "google": {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+}
+
+
+def _shape_ok(provider: str, body: dict[str, Any], status: int) -> bool:
+    if provider == "anthropic":
+        return body.get("type") == "error" and isinstance(body["error"].get("type"), str)
+    if provider == "google":
+        return body["error"].get("code") == status and isinstance(body["error"].get("status"), str)
+    return isinstance(body["error"].get("type"), str) and "code" in body["error"]
+
+
+@pytest.mark.parametrize("provider", list(PROVIDERS))
+@pytest.mark.parametrize(
+    ("problem", "status"),
+    [
+        ("unknown_key", 401),
+        ("bad_json", 400),
+        ("too_large", 413),
+        ("upstream_500", 502),
+        ("timeout", 504),
+        ("overflow", 400),
+    ],
+)
+def test_errors_in_each_providers_shape(
+    tmp_path: Path, provider: str, problem: str, status: int
+) -> None:
+    from polar_cli.gateway.protocols import available_protocols
+
+    if len(available_protocols()) < 4:
+        pytest.skip("not every adapter has landed")
+    path, header, message_of = PROVIDERS[provider]
+    up = {
+        "upstream_500": FakeUpstream(mode="fail", fail_status=500),
+        "timeout": FakeUpstream(mode="stall"),
+        "overflow": FakeUpstream(mode="overflow"),
+    }.get(problem, FakeUpstream())
+
+    async def go() -> None:
+        async with serving(tmp_path, up, max_body_bytes=8192, upstream_timeout_s=0.2) as (
+            gw,
+            http,
+            key,
+            _,
+        ):
+            value = "sk-polar-unknown" if problem == "unknown_key" else key
+            hdr = {
+                header: f"Bearer {value}" if header == "Authorization" else value,
+                "Content-Type": "application/json",
+            }
+            data = json.dumps(VALID[provider]).encode()
+            if problem == "bad_json":
+                data = data[:-3]
+            elif problem == "too_large":
+                data = b" " * 9000 + data
+            async with http.post(gw.base_url + path, data=data, headers=hdr) as r:
+                assert r.status == status, await r.text()
+                body = await r.json()
+            assert _shape_ok(provider, body, status), body
+            text = message_of(body)
+            assert text
+            if problem == "overflow":  # each provider's own overflow wording, so clients compact
+                assert any(w in text.lower() for w in ("context", "too long", "exceeds")), text
+            if problem == "timeout":
+                assert up.aborted
+
+    run(go)
