@@ -104,7 +104,12 @@ def sampled_positions(trace: Trace, calls: dict[str, Completion]) -> list[int]:
         starts.append(start)
         end = stop
     assert end == len(full), "a trace ends with its last call's sampled tokens"
-    assert sum(mask) == end - len(trace.prompt_ids) - mask[len(trace.prompt_ids) :].count(0)
+    segments = {
+        i
+        for cid, start in zip(trace.call_ids, starts, strict=True)
+        for i in range(start, start + len(calls[cid].response_ids))
+    }
+    assert {i for i, m in enumerate(mask) if m} == segments, "mask 1 exactly on sampled tokens"
     return starts
 
 
