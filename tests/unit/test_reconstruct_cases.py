@@ -272,3 +272,24 @@ def test_a_hash_collision_cannot_merge_different_prefixes(monkeypatch: pytest.Mo
     forged = run(calls, "polar")
     assert groups(forged.traces) == [["A1", "A2"], ["B1"]]
     assert forged == honest
+
+
+def test_stop_string_re_inserted_after_a_truncated_response() -> None:
+    # a1 stopped on a stop string the server did not return (77); the harness put it back.
+    p1, a1 = [1, 2], [5]
+    p2, a2 = [1, 2, 5, 77, 99, 7], [8, 99]
+    calls = [call("a", 0, p1, a1), call("b", 1, p2, a2)]
+    (exact,) = run(calls, "exact").traces  # context preserved: 77 kept as mask-0 context
+    assert exact.response_ids == [5, 77, 99, 7, 8, 99]
+    assert exact.response_mask == [1, 0, 0, 0, 1, 1]
+    assert exact.exact_context
+    (polar,) = run(calls, "polar").traces  # the paper's split at the first EOT drops 77
+    assert polar.response_ids == [5, 99, 7, 8, 99]
+    assert (polar.exact_context, polar.drift_boundaries) == (False, 1)
+
+
+def test_stats_add_and_report_trace_tokens() -> None:
+    a = ReconstructStats(calls=2, traces=1, prompt_tokens=3, sampled_tokens=4, context_tokens=5)
+    total = a + a
+    assert total.calls == 4 and total.trace_tokens == 24
+    assert total.to_dict()["trace_tokens"] == 24 and total.to_dict()["cut_boundaries"] == 0
