@@ -348,3 +348,11 @@ def test_context_overflow_in_anthropic_wording(upstream: str) -> None:
 def test_context_overflow_without_numbers_still_recognisable() -> None:
     _, body = am.render_error(ErrorKind.CONTEXT_OVERFLOW, "context exceeded")
     assert body["error"]["message"].startswith("prompt is too long")
+
+
+def test_registry_serves_this_adapter() -> None:
+    from polar_cli.gateway.protocols import get_adapter
+    from polar_cli.records import ApiProtocol
+
+    adapter = get_adapter(ApiProtocol.ANTHROPIC_MESSAGES)
+    assert adapter is am.ADAPTER and adapter.protocol is ApiProtocol.ANTHROPIC_MESSAGES

@@ -229,3 +229,11 @@ def test_context_overflow_in_google_wording() -> None:
     )
     _, body = gg.render_error(ErrorKind.CONTEXT_OVERFLOW, "too long")
     assert body["error"]["message"].startswith("The input token count exceeds the maximum")
+
+
+def test_registry_serves_this_adapter() -> None:
+    from polar_cli.gateway.protocols import get_adapter
+    from polar_cli.records import ApiProtocol
+
+    adapter = get_adapter(ApiProtocol.GOOGLE_GENERATE_CONTENT)
+    assert adapter is gg.ADAPTER and adapter.protocol is ApiProtocol.GOOGLE_GENERATE_CONTENT

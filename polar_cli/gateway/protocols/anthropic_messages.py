@@ -25,6 +25,11 @@ Translation choices (each one matters for what the model sees, so they are state
   `context_management`, `metadata`, `service_tier`, `container`, `mcp_servers`, `cache_control`
   anywhere, `citations`. Thinking mode is the recipe's choice (inference), not the harness's.
   `output_config.format` (JSON schema output) is forwarded as `response_format`.
+- Why not litellm's translation (1.108.7, checked on the captures): it keeps the billing header
+  in the prompt, prefixes mid-conversation system text with an invented "Operator note (not
+  from the user) ..." sentence, forwards `thinking` as `reasoning_effort` and `metadata` as
+  `user`, costs ~2 ms per Claude Code request (vs ~0.1 ms here) and ~9 s to import, and has
+  known Anthropic streaming bugs.
 - A final assistant message (Anthropic's prefill) sets `continue_final_message` (SGLang's
   option), so the model continues that text as Anthropic would, instead of opening a new turn.
 """

@@ -29,6 +29,9 @@ Translation choices (each one matters for what the model sees, so they are state
   forwarded. candidateCount is accepted but one candidate is always returned. thinkingConfig is
   not forwarded (thinking mode is the recipe's choice); `includeThoughts` decides whether the
   answer's reasoning comes back as a `thought: true` part.
+- Why not litellm's translation (1.108.7, checked on the captures): it replaces Gemini CLI's
+  call ids with `call_<tool name>` (two calls of one tool collide), drops `topK`, and sends
+  tool output as the JSON text of the whole response object.
 """
 
 from __future__ import annotations
