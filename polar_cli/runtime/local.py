@@ -81,6 +81,7 @@ class LocalBackend:
         self.mode: Literal["bwrap", "plain"] = "plain"
         self._bwrap: str | None = None
         self._procs = ProcessSet()
+        self._hide: tuple[Path, ...] = ()
         self._entered = False
         self._set_paths()
 
@@ -103,6 +104,7 @@ class LocalBackend:
     async def __aenter__(self) -> Self:
         self.mode, self._bwrap = await asyncio.to_thread(choose_mode, self.cfg.sandbox)
         self._set_paths()
+        self._hide = sandbox.hide_dirs(self.spec.host_dir, self.cfg.workdir)
         if self.host_harness is not None and not self.host_harness.is_dir():
             raise SetupError(
                 f"harness tree {self.host_harness} does not exist: install the harness first "
@@ -155,7 +157,7 @@ class LocalBackend:
                 home=self.host_home,
                 artifacts=self.host_artifacts,
                 harness=self.host_harness,
-                hide=sandbox.hide_dirs(self.spec.host_dir, self.cfg.workdir),
+                hide=self._hide,
                 network=self.spec.purpose == "agent",
                 ro_paths=tuple(p.resolve() for p in self.spec.ro_paths),
             )
