@@ -88,19 +88,35 @@ def write_dataset(
             f"no traces for accepted session(s) {', '.join(missing[:5])}"
             f"{' ...' if len(missing) > 5 else ''}: reconstruct them before writing the dataset"
         )
-    traces: list[Trace] = [t for r in accepted for t in traces_by_session[r.session_id]]
-    rows = [session_row(r, completions_by_session.get(r.session_id, ())) for r in accepted]
+    parts = [
+        session_tables(
+            r, traces_by_session[r.session_id], completions_by_session.get(r.session_id, ())
+        )
+        for r in accepted
+    ]
     return write_tables(
         out_dir,
         entries,
-        traces_to_table(traces),
-        sessions_to_table(rows),
+        concat_or_empty([p[0] for p in parts], traces_to_table([])),
+        concat_or_empty([p[1] for p in parts], sessions_to_table([])),
         cfg=cfg,
         recipe_name=recipe_name,
         description=description,
         gpus=gpus,
         extra_stats=extra_stats,
     )
+
+
+def session_tables(
+    result: SessionResult, traces: Sequence[Trace], completions: Sequence[Completion]
+) -> tuple[pa.Table, pa.Table]:
+    """One accepted session as Arrow: (its trace rows, its one SFT row). Converting session by
+    session keeps a large run's memory in compact Arrow buffers, not Python int lists."""
+    return traces_to_table(list(traces)), sessions_to_table([session_row(result, completions)])
+
+
+def concat_or_empty(tables: Sequence[pa.Table], empty: pa.Table) -> pa.Table:
+    return pa.concat_tables(tables) if tables else empty
 
 
 def _canonical(table: pa.Table) -> pa.Table:

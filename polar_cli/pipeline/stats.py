@@ -20,19 +20,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from polar_cli.dataset.schema import traces_to_table
+from polar_cli.dataset.sessions import sessions_to_table
 from polar_cli.dataset.stats import compute_stats
 from polar_cli.dataset.writer import (
     STATS_FILE,
     DatasetSummary,
+    concat_or_empty,
     dataset_section,
     read_completions,
     read_shapes,
-    write_dataset,
+    session_tables,
+    write_tables,
 )
 from polar_cli.errors import InputError
 from polar_cli.pipeline.ledger import LEDGER_NAME, Ledger, read_manifest
 from polar_cli.recipe import Recipe
-from polar_cli.records import Completion, Outcome, Trace
+from polar_cli.records import Outcome
 
 SESSIONS_DIR = "sessions"
 
@@ -65,7 +69,11 @@ def run_stats(out_dir: str | Path) -> dict[str, Any]:
 
 
 def rebuild_dataset(
-    out_dir: str | Path, recipe: Recipe, *, extra_stats: Mapping[str, Any] | None = None
+    out_dir: str | Path,
+    recipe: Recipe,
+    *,
+    extra_stats: Mapping[str, Any] | None = None,
+    eot_id: int | None = None,
 ) -> DatasetSummary:
     """Rewrite the dataset of `out_dir` from its ledger and `sessions/<id>/completions.jsonl`,
     reconstructing each accepted session with the recipe's mode (exact on resume: the same
@@ -76,31 +84,32 @@ def rebuild_dataset(
 
     out = Path(out_dir)
     entries = Ledger(out / LEDGER_NAME).entries()
-    eot_id = recipe.reconstruct.eot_id if recipe.reconstruct.eot_id is not None else QWEN_EOT_ID
-    traces: dict[str, list[Trace]] = {}
-    completions: dict[str, list[Completion]] = {}
-    for entry in entries:
-        r = entry.result
+    if eot_id is None:  # the caller (generate) passes the backend's; else the recipe's / Qwen's
+        eot_id = recipe.reconstruct.eot_id if recipe.reconstruct.eot_id is not None else QWEN_EOT_ID
+    trace_parts, session_parts = [], []
+    for r in sorted((e.result for e in entries), key=lambda r: r.session_id):
         if r.outcome != Outcome.ACCEPTED:
             continue
         comps = read_completions(out / SESSIONS_DIR / r.session_id / "completions.jsonl")
-        completions[r.session_id] = comps
-        built = reconstruct_session(comps, mode=recipe.reconstruct.mode, eot_id=eot_id).traces
-        traces[r.session_id] = [
-            replace(
-                t,
-                instance_id=r.instance_id,
-                repo=r.repo,
-                reward=r.reward,
-                outcome=r.outcome,
+        if not comps:
+            raise InputError(
+                f"accepted session {r.session_id} has no calls in "
+                f"{out / SESSIONS_DIR / r.session_id / 'completions.jsonl'}: restore that file "
+                "(the dataset is rebuilt from it)"
             )
+        built = reconstruct_session(comps, mode=recipe.reconstruct.mode, eot_id=eot_id).traces
+        filled = [
+            replace(t, instance_id=r.instance_id, repo=r.repo, reward=r.reward, outcome=r.outcome)
             for t in built
         ]
-    return write_dataset(
+        traces, row = session_tables(r, filled, comps)
+        trace_parts.append(traces)
+        session_parts.append(row)
+    return write_tables(
         out,
         entries,
-        traces,
-        completions,
+        concat_or_empty(trace_parts, traces_to_table([])),
+        concat_or_empty(session_parts, sessions_to_table([])),
         cfg=recipe.output,
         recipe_name=recipe.name,
         description=recipe.description,
