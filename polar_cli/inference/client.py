@@ -240,6 +240,17 @@ class SGLangClient:
         except (aiohttp.ClientError, TimeoutError):
             return
 
+    async def model_info(self, timeout_s: float = 5.0) -> dict[str, Any]:
+        """GET /get_model_info as a dict ({} when unavailable)."""
+        try:
+            async with self.session.get(
+                f"{self.base_url}/get_model_info", timeout=aiohttp.ClientTimeout(total=timeout_s)
+            ) as resp:
+                data = await resp.json(content_type=None) if resp.status == 200 else {}
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
     async def probe(self, path: str = "/health_generate", timeout_s: float = 5.0) -> int | None:
         """GET `path`; the status, or None when the server cannot be reached."""
         try:

@@ -1,7 +1,8 @@
 """The `external` backend: an SGLang server somebody else started, reached at a URL.
 
-Owns: checking on enter that the server is up (`/health_generate`, else `/get_model_info`) and
-calling it through the shared SGLang client.
+Owns: checking on enter that the server is up (`/health_generate`, else `/get_model_info`),
+learning the end-of-turn id from the served model's path (`/get_model_info`; before that, from
+`inference.model`), and calling it through the shared SGLang client.
 Out of scope: starting or stopping the server (it is not ours), choosing a worker behind a router.
 """
 
@@ -54,6 +55,10 @@ class ExternalBackend:
                     "and /get_model_info: start it (python -m sglang.launch_server ...) or fix "
                     "inference.url"
                 )
+            # the served model's own path names its family (or is a directory on this node)
+            model_path = (await client.model_info()).get("model_path")
+            if isinstance(model_path, str) and model_path:
+                self.eot_id = eot_id_for(model_path)
         except BaseException:
             await client.__aexit__(None, None, None)
             raise

@@ -16,8 +16,8 @@ finite, deterministic, and unrelated to the text.
 from __future__ import annotations
 
 import hashlib
-import json
 import os.path
+import shlex
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -122,7 +122,7 @@ def wrong_change_command(gold_patch: str) -> str:
     files = _patch_files(gold_patch)
     target = files[0] if files else "POLAR_NOTES.md"
     line = _comment_line(target)
-    return f"printf '\\n%s\\n' {json.dumps(line)} >> {json.dumps(target)}\ngit diff --stat"
+    return f"printf '\\n%s\\n' {shlex.quote(line)} >> {shlex.quote(target)}\ngit diff --stat"
 
 
 def respond(

@@ -53,11 +53,13 @@ class ScriptedModel:
     tokenizer_name: str = "qwen3"
     tokenizer_cache: Path | None = None
     gold_patches: Mapping[str, str] = field(default_factory=dict)  # instance_id -> gold patch
+    model_path: str = ""  # what /get_model_info reports ("" -> polar-scripted-<tokenizer>)
 
     def __post_init__(self) -> None:
         self.tok = load_tokenizer(self.tokenizer_name, self.tokenizer_cache)
         self.eot_id = special_id(self.tok, "<|im_end|>")
         self._special_ids = {int(i) for i in self.tok.get_added_tokens_decoder()}
+        self.model_path = self.model_path or f"polar-scripted-{self.tokenizer_name}"
 
     # ------------------------------------------------------------------ sampling
     def encode(self, text: str) -> list[int]:
@@ -212,7 +214,7 @@ def make_app(model: ScriptedModel, *, ready: Callable[[], bool] | None = None) -
     async def model_info(_: web.Request) -> web.Response:
         return web.json_response(
             {
-                "model_path": model.model,
+                "model_path": model.model_path,
                 "tokenizer_path": model.tokenizer_name,
                 "is_generation": True,
                 "served_model_name": model.model,

@@ -258,6 +258,17 @@ async def test_external_backend_against_the_scripted_server(tmp_path: Path) -> N
 
 
 @run_async
+async def test_external_backend_learns_the_eot_id_from_the_served_model(tmp_path: Path) -> None:
+    async with open_backend(ScriptedInference(tokenizer="qwen3.5"), run_dir=tmp_path) as scripted:
+        assert scripted.eot_id == 248046
+        cfg = ExternalInference(url=scripted.base_url, model="default")
+        async with open_backend(cfg, run_dir=tmp_path) as external:
+            assert external.eot_id == 248046
+            (result,) = await drive(external, "s-35", turns=1)
+    assert result.response_ids[-1] == 248046
+
+
+@run_async
 async def test_external_backend_unreachable_is_a_clear_infra_error(tmp_path: Path) -> None:
     cfg = ExternalInference(url=f"http://127.0.0.1:{free_port()}")
     with pytest.raises(InfraError, match=r"unreachable.*inference\.url"):
