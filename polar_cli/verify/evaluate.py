@@ -137,7 +137,7 @@ class _Evaluator:
             if not applied_tp:
                 why = "the task's test patch does not apply: " + _tail(tp_log)
                 return self.finish(Outcome.EVAL_ERROR, why)
-        files = grading.test_directives(task.test_patch, test_ids)
+        files = grading.directives_for(task.test_patch, test_ids)
         cmd = task.test_cmd or test_cmd or DEFAULT_TEST_CMD
         script = f"{cmd} {' '.join(shlex.quote(f) for f in files)} 2>&1"
         res = await self.run(["bash", "-c", script], timeout_s)

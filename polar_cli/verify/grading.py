@@ -81,7 +81,7 @@ def patch_paths(patch: str) -> set[str]:
     return {p.strip() for p in paths if p.strip()}
 
 
-def test_files_of(test_ids: Iterable[str]) -> set[str]:
+def files_of_tests(test_ids: Iterable[str]) -> set[str]:
     """The files pytest-style test ids live in (`tests/test_x.py::test_y` -> tests/test_x.py)."""
     files = set()
     for test_id in test_ids:
@@ -95,11 +95,11 @@ def protected_paths(changed: Iterable[str], test_patch: str, test_ids: Iterable[
     """Of the paths a patch changed, those it may not change: the test patch's files, the files
     of the graded tests, and every test file (is_test_path). The evaluator restores them to
     the base commit before applying the test patch, so a patch cannot edit or delete tests."""
-    named = patch_paths(test_patch) | test_files_of(test_ids)
+    named = patch_paths(test_patch) | files_of_tests(test_ids)
     return sorted(p for p in set(changed) if p in named or is_test_path(p))
 
 
-def test_directives(test_patch: str, test_ids: Iterable[str]) -> list[str]:
+def directives_for(test_patch: str, test_ids: Iterable[str]) -> list[str]:
     """What to pass to the test command: the test patch's files plus the graded tests' files
     (SWE-bench passes the test patch's files; the demo tasks' PASS_TO_PASS spans the suite)."""
-    return sorted(patch_paths(test_patch) | test_files_of(test_ids))
+    return sorted(patch_paths(test_patch) | files_of_tests(test_ids))
