@@ -221,6 +221,7 @@ RESUMABLE_KEYS = (
     "inference.url",  # an external server may come back on another node after a requeue
     "inference.python",
     "inference.startup_timeout_s",
+    "inference.tokenizer_cache",
     "harness.cache_dir",
     "runtime.sif_cache",
     "runtime.workdir",

@@ -83,6 +83,19 @@ def test_rewrite_is_atomic_swap_without_stale_shards(tmp_path: Path) -> None:
     assert check_card(tmp_path) == []
 
 
+def test_a_rewrite_recovers_from_a_crash_mid_swap(tmp_path: Path) -> None:
+    """Killed between the two renames: no data/ dir, a staging and an old dir left behind."""
+    run = synthetic_run()
+    _write(tmp_path, run)
+    expected = _files(tmp_path)
+    (tmp_path / "data").rename(tmp_path / ".data.old-4242")
+    (tmp_path / ".data.staging-4243" / "traces").mkdir(parents=True)
+    (tmp_path / ".data.staging-4243" / "traces" / "train-00000-of-00009.parquet").write_bytes(b"x")
+    _write(tmp_path, run)
+    assert _files(tmp_path) == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "data", "stats.json"]
+
+
 def test_output_does_not_depend_on_finishing_order(tmp_path: Path) -> None:
     run = synthetic_run(seed=3)
     _write(tmp_path / "a", run)
