@@ -440,6 +440,72 @@ def verify(
         raise typer.Exit(1)
 
 
+# --------------------------------------------------------------------------- generate
+
+
+@app.command("generate")
+def generate(
+    recipe: Annotated[Path, typer.Option("--recipe", help="Recipe YAML file.")],
+    set_: SetOpt = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Run directory (default: output.dir).")
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="Run the I-th of N slices of the task list: I/N (I from 0)."),
+    ] = None,
+    plain: Annotated[
+        bool, typer.Option("--plain", help="Plain progress lines even on a terminal.")
+    ] = False,
+) -> None:
+    """Run (or resume) a recipe: sessions -> verified, reconstructed trajectories -> Parquet."""
+    import asyncio
+    import logging
+
+    from polar_cli.pipeline.generate import generate as run_generate
+    from polar_cli.pipeline.shard import parse_shard
+    from polar_cli.recipe import load_recipe
+
+    cfg = load_recipe(recipe, set_ or [])
+    the_shard = parse_shard(shard) if shard else None
+    out_dir = (out or Path(cfg.output.dir)).expanduser()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_file = out_dir / "polar.log"
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=[logging.FileHandler(log_file), _stderr_handler()],
+    )
+    try:
+        summary = asyncio.run(
+            run_generate(
+                cfg,
+                out_dir,
+                recipe_dir=recipe.resolve().parent,
+                shard=the_shard,
+                force_plain_progress=plain,
+            )
+        )
+    except PolarError as exc:
+        _err(f"{exc}\n(log: {log_file})")
+        raise typer.Exit(exc.exit_code) from None
+    typer.echo(
+        f"polar generate: {summary.accepted} accepted of {summary.attempts} attempts "
+        f"({summary.planned} run now, {summary.skipped} already finished) -> {out_dir}"
+    )
+    if summary.interrupted:
+        typer.echo("interrupted: run the same command again to resume", err=True)
+        raise typer.Exit(75)
+
+
+def _stderr_handler() -> object:
+    import logging
+
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)  # the progress view owns stdout; warnings go to stderr
+    return handler
+
+
 # --------------------------------------------------------------------------- entry point
 
 

@@ -1,0 +1,229 @@
+"""`polar generate`: the product's main job, composed.
+
+Owns: the run as a whole -- manifest and resume check, task loading and sharding, the plan of
+attempts (from the ledger on resume), backend -> gateway start-up, the four stage callables
+handed to the scheduler, signal handling, and the final dataset write.
+Out of scope: how a session is lived through (session.py: the per-session lifecycle and the
+outcome rules), scheduling mechanics (scheduler.py), the parts themselves.
+
+Resume is exact because the ledger is the only commit point: an attempt is finished iff it has a
+ledger row (written after its session directory is complete). Anything else found on disk is an
+unfinished attempt: its directory is cleared and the attempt re-run under the same number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from polar_cli.errors import InputError
+from polar_cli.pipeline.ledger import LEDGER_NAME, Ledger, check_resume, write_manifest
+from polar_cli.pipeline.progress import Progress, Tally
+from polar_cli.pipeline.scheduler import Scheduler, StageLimits, Stages
+from polar_cli.pipeline.session import Attempt, SessionContext, SessionLifecycle, retry_of
+from polar_cli.pipeline.shard import Shard, select_shard
+from polar_cli.recipe.schema import Recipe
+from polar_cli.records import Outcome, SessionResult, Task
+
+log = logging.getLogger("polar.generate")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    out_dir: Path
+    planned: int  # attempts planned by this invocation (fresh + resumed-unfinished + retries)
+    skipped: int  # (task, sample) pairs already finished in the ledger
+    attempts: int  # ledger rows in total after this invocation
+    accepted: int  # accepted sessions in total
+    interrupted: bool  # stopped by a signal before the plan was done
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def group_history(finished: Iterable[SessionResult]) -> dict[tuple[str, int], list[SessionResult]]:
+    """(instance_id, sample) -> its finished attempts in attempt order."""
+    history: dict[tuple[str, int], list[SessionResult]] = defaultdict(list)
+    for r in finished:
+        history[(r.instance_id, r.sample)].append(r)
+    for rows in history.values():
+        rows.sort(key=lambda r: r.attempt)
+    return dict(history)
+
+
+def plan_attempts(
+    tasks: Sequence[Task], recipe: Recipe, history: dict[tuple[str, int], list[SessionResult]]
+) -> tuple[list[Attempt], int]:
+    """The attempts still to run, and how many (task, sample) pairs are already done."""
+    plan: list[Attempt] = []
+    done = 0
+    for task in tasks:
+        for sample in range(recipe.pipeline.samples_per_task):
+            rows = history.get((task.instance_id, sample), [])
+            if not rows:
+                plan.append(Attempt(task, sample, 0))
+            elif retry_of(rows, recipe):
+                plan.append(Attempt(task, sample, rows[-1].attempt + 1))
+            else:
+                done += 1
+    return plan, done
+
+
+def load_run_tasks(recipe: Recipe, *, recipe_dir: Path | None, shard: Shard | None) -> list[Task]:
+    from polar_cli.tasks import load_tasks
+
+    task_set = load_tasks(recipe.tasks, base_dir=recipe_dir)
+    for problem in task_set.problems:
+        log.warning("task skipped: %s", problem)
+    tasks = list(task_set.tasks)
+    if shard is not None:
+        tasks = select_shard(tasks, shard)
+    if not tasks:
+        raise InputError(
+            f"tasks.source {recipe.tasks.source!r}: no usable task"
+            + (f" in shard {shard}" if shard else "")
+            + (
+                f" ({len(task_set.problems)} rows had problems, see above)"
+                if task_set.problems
+                else ""
+            )
+        )
+    return tasks
+
+
+# --------------------------------------------------------------------------- the run
+
+
+async def generate(
+    recipe: Recipe,
+    out_dir: Path,
+    *,
+    recipe_dir: Path | None = None,
+    shard: Shard | None = None,
+    force_plain_progress: bool = False,
+) -> RunSummary:
+    """Run (or resume) the recipe into `out_dir`. Returns when every planned attempt is in the
+    ledger and the dataset is written, or after a graceful stop (SIGINT / SIGTERM)."""
+    from polar_cli.gateway import Gateway
+    from polar_cli.harness import get_harness
+    from polar_cli.inference import open_backend
+    from polar_cli.pipeline.stats import rebuild_dataset
+
+    shard_s = str(shard) if shard else ""
+    check_resume(out_dir, recipe, shard=shard_s)  # refuses a different recipe, before any write
+    tasks = load_run_tasks(recipe, recipe_dir=recipe_dir, shard=shard)
+    harness = get_harness(recipe.harness)
+    cache_dir = Path(recipe.harness.cache_dir).expanduser()
+    harness_dir = await harness.install(cache_dir, harness.version)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_manifest(out_dir, recipe, harness_version=harness.version, shard=shard_s)
+
+    ledger = Ledger(out_dir / LEDGER_NAME)
+    history = group_history(ledger.results())
+    plan, skipped = plan_attempts(tasks, recipe, history)
+    tally = Tally(total_planned=len(plan), resumed=skipped)
+    log.info("%d attempts to run, %d task samples already finished", len(plan), skipped)
+
+    interrupted = False
+    with ledger:
+        if plan:
+            backend = open_backend(recipe.inference, run_dir=out_dir, tasks=tasks)
+            async with backend:
+                gateway = Gateway(
+                    backend,
+                    host=recipe.gateway.host,
+                    port=recipe.gateway.port,
+                    max_body_bytes=recipe.gateway.max_body_bytes,
+                    upstream_timeout_s=recipe.gateway.upstream_timeout_s,
+                )
+                async with gateway:
+                    ctx = SessionContext(
+                        recipe=recipe,
+                        out_dir=out_dir,
+                        gateway=gateway,
+                        harness=harness,
+                        harness_dir=harness_dir,
+                        ledger=ledger,
+                        eot_id=_eot_id(recipe, backend),
+                        shard=shard_s,
+                        history=history,
+                    )
+                    interrupted = await _run_plan(ctx, plan, tally, force_plain_progress)
+        eot = _eot_id(recipe, None)
+        await asyncio.to_thread(rebuild_dataset, out_dir, recipe, eot_id=eot)
+    results = Ledger(out_dir / LEDGER_NAME).results()
+    return RunSummary(
+        out_dir=out_dir,
+        planned=len(plan),
+        skipped=skipped,
+        attempts=len(results),
+        accepted=sum(1 for r in results if r.outcome == Outcome.ACCEPTED),
+        interrupted=interrupted,
+    )
+
+
+def _eot_id(recipe: Recipe, backend: object | None) -> int:
+    from polar_cli.reconstruct import QWEN_EOT_ID
+
+    if recipe.reconstruct.eot_id is not None:
+        return recipe.reconstruct.eot_id
+    return int(getattr(backend, "eot_id", QWEN_EOT_ID) or QWEN_EOT_ID)
+
+
+async def _run_plan(
+    ctx: SessionContext, plan: list[Attempt], tally: Tally, force_plain: bool
+) -> bool:
+    p = ctx.recipe.pipeline
+    limits = StageLimits(
+        init_workers=p.init_workers,
+        ready_buffer=p.ready_buffer,
+        concurrency=p.concurrency,
+        postrun_workers=p.postrun_workers,
+        grace_s=p.grace_s,
+    )
+    life = SessionLifecycle(ctx)
+    stages: Stages = Stages(
+        init=life.init,
+        run=life.run,
+        postrun=life.postrun,
+        discard=life.discard,
+        on_init_error=life.init_failed,
+        on_run_error=life.run_failed,
+    )
+    scheduler: Scheduler = Scheduler(stages, limits)
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, _stopper(scheduler))
+            installed.append(sig)
+    try:
+        with Progress(scheduler.counts, tally, force_plain=force_plain) as progress:
+            life.on_finished = lambda result: (
+                tally.outcomes.update([result.outcome]),
+                progress.update(force=True),
+            )
+            await scheduler.run(plan)
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    return scheduler.stopping
+
+
+def _stopper(scheduler: Scheduler) -> object:
+    def stop() -> None:
+        if not scheduler.stopping:
+            log.warning(
+                "stopping: no new sessions; running ones get %.0f s to finish (signal again "
+                "to keep waiting)",
+                scheduler.limits.grace_s,
+            )
+        scheduler.stop()
+
+    return stop

@@ -1,0 +1,382 @@
+"""The per-session lifecycle: one attempt from INIT to its ledger row.
+
+Owns: the stage callables the scheduler drives (init -> run -> postrun, plus discard), the
+shared per-session deadline, the outcome rules, the session directory
+(`sessions/<id>/{completions.jsonl, result.json, harness.log, patch.diff, eval.log}`), and the
+ledger append that makes an attempt finished. This is one of the two places that catch broadly:
+whatever goes wrong inside a session becomes a SessionResult, never a crash of the run.
+Out of scope: scheduling (scheduler.py), the run as a whole (generate.py).
+
+Outcome rules (DESIGN.md: never score a system failure as a model failure):
+- a patch verified as accepted is `accepted`, whatever else happened (even past the deadline);
+- the harness hit the shared deadline -> `timeout` (captured calls kept, patch still verified);
+- the runtime / gateway / inference failed (an InfraError, or the harness failed while the
+  gateway answered it with upstream errors) -> `infra_error` (retried per recipe);
+- the harness failed on its own (non-zero exit, crash, made no model call) -> `harness_error`;
+- no patch: the last model call sampled nothing -> `empty_generation` (retried per recipe),
+  else `no_patch`;
+- otherwise the evaluator's verdict: `tests_failed`, `patch_apply_failed` or `eval_error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from polar_cli.errors import HarnessError, InfraError, PolarError
+from polar_cli.records import Completion, Outcome, SessionResult, Task
+
+log = logging.getLogger("polar.session")
+
+SESSIONS_DIR = "sessions"
+REASON_CHARS = 2000  # how much error text a ledger row keeps (the logs keep everything)
+TEARDOWN_TIMEOUT_S = 120.0  # closing a runtime (stopping an instance) may hang: bound it
+
+
+def session_id_for(instance_id: str, sample: int, attempt: int) -> str:
+    """`<instance_id>.s<sample>.a<attempt>`, made safe as a directory name."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", instance_id)
+    return f"{safe}.s{sample}.a{attempt}"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A work item: one attempt of one sample of one task."""
+
+    task: Task
+    sample: int
+    attempt: int
+
+    @property
+    def session_id(self) -> str:
+        return session_id_for(self.task.instance_id, self.sample, self.attempt)
+
+
+@dataclass
+class SessionContext:
+    """What every session of a run shares (built once by generate.py)."""
+
+    recipe: Any  # Recipe
+    out_dir: Path
+    gateway: Any  # polar_cli.gateway.Gateway
+    harness: Any  # polar_cli.harness.base.Harness
+    harness_dir: Path
+    ledger: Any  # polar_cli.pipeline.ledger.Ledger
+    eot_id: int
+    shard: str = ""
+    # (instance_id, sample) -> its finished attempts in attempt order (ledger at start + new)
+    history: dict[tuple[str, int], list[SessionResult]] = field(default_factory=dict)
+
+
+@dataclass
+class Live:
+    """A session in flight: what INIT prepared and what RUNNING produced."""
+
+    attempt: Attempt
+    dir: Path
+    started: float  # wall clock, for the ledger
+    deadline: float  # monotonic: the one shared budget of this session
+    timings: dict[str, float] = field(default_factory=dict)
+    stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+    runtime: Any = None
+    harness_run: Any = None  # HarnessRun
+    gateway_stats: Any = None  # SessionStats
+    error: BaseException | None = None
+    error_stage: str = ""
+    _mark: float = field(default_factory=time.monotonic)
+
+    def lap(self, stage: str) -> None:
+        now = time.monotonic()
+        self.timings[stage] = round(self.timings.get(stage, 0.0) + now - self._mark, 3)
+        self._mark = now
+
+
+class SessionLifecycle:
+    """The stage callables for the scheduler, bound to one run's SessionContext."""
+
+    def __init__(self, ctx: SessionContext) -> None:
+        self.ctx = ctx
+        self.on_finished: Callable[[SessionResult], object] | None = None
+
+    # ------------------------------------------------------------------ INIT
+
+    async def init(self, attempt: Attempt) -> Live:
+        from polar_cli.runtime import RuntimeSpec, open_runtime
+
+        ctx = self.ctx
+        sdir = ctx.out_dir / SESSIONS_DIR / attempt.session_id
+        if sdir.exists():  # an unfinished attempt of an earlier invocation: start it afresh
+            await asyncio.to_thread(shutil.rmtree, sdir)
+        sdir.mkdir(parents=True)
+        live = Live(
+            attempt,
+            sdir,
+            started=time.time(),
+            deadline=time.monotonic() + ctx.recipe.pipeline.timeout_s,
+        )
+        spec = RuntimeSpec(
+            attempt.session_id,
+            attempt.task,
+            sdir / "agent",
+            purpose="agent",
+            harness_dir=ctx.harness_dir,
+        )
+        try:
+            live.runtime = await live.stack.enter_async_context(
+                open_runtime(ctx.recipe.runtime, spec)
+            )
+        except BaseException:
+            await self._close(live)
+            raise
+        live.lap("init")
+        return live
+
+    def init_failed(self, attempt: Attempt, exc: BaseException) -> Live:
+        sdir = self.ctx.out_dir / SESSIONS_DIR / attempt.session_id
+        live = Live(attempt, sdir, started=time.time(), deadline=time.monotonic())
+        live.error, live.error_stage = exc, "init"
+        return live
+
+    # ------------------------------------------------------------------ RUNNING
+
+    async def run(self, live: Live) -> Live:
+        from polar_cli.harness.base import GatewayEndpoint
+
+        ctx = self.ctx
+        live.lap("ready")
+        sid = live.attempt.session_id
+        key = ctx.gateway.register_session(
+            sid,
+            instance_id=live.attempt.task.instance_id,
+            harness=ctx.recipe.harness.kind,
+            capture_path=live.dir / "completions.jsonl",
+        )
+        endpoint = GatewayEndpoint(ctx.gateway.base_url, key, ctx.gateway.served_model)
+        try:
+            live.harness_run = await ctx.harness.run(
+                live.runtime,
+                live.attempt.task,
+                endpoint,
+                timeout_s=max(1.0, live.deadline - time.monotonic()),
+                log_path=live.dir / "harness.log",
+            )
+        finally:
+            live.gateway_stats = ctx.gateway.unregister_session(sid)
+            live.lap("run")
+        return live
+
+    def run_failed(self, live: Live, exc: BaseException) -> Live:
+        live.error, live.error_stage = exc, "run"
+        return live
+
+    # ------------------------------------------------------------------ POSTRUN
+
+    async def postrun(self, live: Live) -> Iterable[Attempt]:
+        try:
+            result, recon = await self._finish(live)
+        except Exception as exc:  # the lifecycle's own bug must not lose the attempt
+            log.exception("session %s: post-run failed", live.attempt.session_id)
+            result = self._result(live, Outcome.INFRA_ERROR, f"post-run failed: {exc!r}")
+            recon = None
+        finally:
+            await self._close(live)
+        await asyncio.to_thread(self._commit, live, result, recon)
+        if self.on_finished is not None:
+            self.on_finished(result)
+        history = self.ctx.history.setdefault((result.instance_id, result.sample), [])
+        history.append(result)
+        if retry_of(history, self.ctx.recipe):
+            a = live.attempt
+            return [Attempt(a.task, a.sample, a.attempt + 1)]
+        return []
+
+    async def discard(self, item: object) -> None:
+        """A stopped run: release what was prepared; record nothing (resume re-runs it)."""
+        if isinstance(item, Live):
+            sid = item.attempt.session_id
+            if self.ctx.gateway.session_stats(sid) is not None:
+                self.ctx.gateway.unregister_session(sid)
+            await self._close(item)
+
+    # ------------------------------------------------------------------ outcome
+
+    async def _finish(self, live: Live) -> tuple[SessionResult, Any]:
+        from polar_cli.dataset.writer import read_completions
+        from polar_cli.pipeline.verify_cmd import verify_in_fresh_runtime
+        from polar_cli.reconstruct import reconstruct_session
+
+        ctx = self.ctx
+        if live.error is not None:
+            await self._close(live)  # free the runtime before recording
+            return self._result(live, *_classify_error(live)), None
+
+        hr = live.harness_run
+        patch = hr.patch or ""
+        (live.dir / "patch.diff").write_text(patch, encoding="utf-8")
+        await self._close(live)  # the agent's runtime is done once the patch is out
+        completions = read_completions(live.dir / "completions.jsonl")
+        evaluation = None
+        if patch.strip():
+            evaluation = await verify_in_fresh_runtime(
+                ctx.recipe.runtime,
+                live.attempt.task,
+                patch,
+                live.dir / "eval",
+                ctx.recipe.verify,
+                session_id=live.attempt.session_id,
+            )
+            (live.dir / "eval.log").write_text(evaluation.log, encoding="utf-8")
+        live.lap("verify")
+        outcome, reason = decide_outcome(hr, live.gateway_stats, completions, evaluation)
+        recon = reconstruct_session(
+            completions, mode=ctx.recipe.reconstruct.mode, eot_id=ctx.eot_id
+        )
+        result = self._result(
+            live,
+            outcome,
+            reason,
+            patch=patch,
+            completions=completions,
+            tests=[t.to_dict() for t in evaluation.tests] if evaluation else [],
+            num_traces=len(recon.traces),
+        )
+        return result, recon.stats
+
+    def _result(
+        self,
+        live: Live,
+        outcome: Outcome,
+        reason: str,
+        *,
+        patch: str = "",
+        completions: list[Completion] | None = None,
+        tests: list[dict[str, Any]] | None = None,
+        num_traces: int = 0,
+    ) -> SessionResult:
+        a, ctx = live.attempt, self.ctx
+        comps = completions or []
+        logs = {
+            name: f"{SESSIONS_DIR}/{a.session_id}/{name}"
+            for name in ("completions.jsonl", "harness.log", "patch.diff", "eval.log")
+            if (live.dir / name).exists()
+        }
+        return SessionResult(
+            session_id=a.session_id,
+            instance_id=a.task.instance_id,
+            repo=a.task.repo,
+            outcome=str(outcome),
+            attempt=a.attempt,
+            sample=a.sample,
+            reward=1.0 if outcome == Outcome.ACCEPTED else 0.0,
+            reason=reason[-REASON_CHARS:],
+            harness=ctx.recipe.harness.kind,
+            model=ctx.gateway.served_model if ctx.gateway else "",
+            started_at=live.started,
+            finished_at=time.time(),
+            timings=dict(live.timings),
+            num_calls=len(comps),
+            num_traces=num_traces,
+            sampled_tokens=sum(len(c.response_ids) for c in comps),
+            patch=patch,
+            tests=tests or [],
+            logs=logs,
+            shard=ctx.shard,
+        )
+
+    def _commit(self, live: Live, result: SessionResult, recon: Any) -> None:
+        """result.json, then the ledger row: the row is the commit point of the attempt."""
+        live.dir.mkdir(parents=True, exist_ok=True)
+        for sub in ("agent", "eval"):  # workspaces are big; the logs and patch stay
+            shutil.rmtree(live.dir / sub, ignore_errors=True)
+        tmp = live.dir / ".result.json.tmp"
+        tmp.write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
+        tmp.replace(live.dir / "result.json")
+        self.ctx.ledger.append(result, reconstruct=recon)
+
+    async def _close(self, live: Live) -> None:
+        stack, live.stack = live.stack, AsyncExitStack()
+        try:
+            async with asyncio.timeout(TEARDOWN_TIMEOUT_S):
+                await stack.aclose()
+        except Exception as exc:
+            log.warning("session %s: runtime teardown failed: %r", live.attempt.session_id, exc)
+        live.runtime = None
+
+
+# --------------------------------------------------------------------------- pure rules
+
+
+def retry_of(history: list[SessionResult], recipe: Any) -> bool:
+    """Whether the latest attempt in `history` (one task sample, in attempt order) earns a new
+    attempt. Empty generations get `empty_generation_retries` new attempts, infra errors
+    `infra_retries`; each budget counts only its own kind of failure."""
+    if not history:
+        return False
+    last = history[-1].outcome
+    if last == Outcome.EMPTY_GENERATION:
+        used = sum(1 for r in history if r.outcome == Outcome.EMPTY_GENERATION)
+        return used <= recipe.pipeline.empty_generation_retries
+    if last == Outcome.INFRA_ERROR:
+        used = sum(1 for r in history if r.outcome == Outcome.INFRA_ERROR)
+        return used <= recipe.pipeline.infra_retries
+    return False
+
+
+def _classify_error(live: Live) -> tuple[Outcome, str]:
+    exc = live.error
+    assert exc is not None
+    where = f"{live.error_stage}: {type(exc).__name__}: {exc}"
+    if isinstance(exc, HarnessError):
+        return Outcome.HARNESS_ERROR, where
+    if isinstance(exc, (InfraError, PolarError)):
+        return Outcome.INFRA_ERROR, where
+    tb = "".join(traceback.format_exception(exc))
+    log.error("session %s: unexpected error\n%s", live.attempt.session_id, tb)
+    return Outcome.INFRA_ERROR, f"internal error in {where}"
+
+
+def is_empty_generation(completion: Completion) -> bool:
+    """The model sampled no text and no tool call (at most an end-of-turn token)."""
+    msg = completion.response_message or {}
+    content = msg.get("content")
+    text = content if isinstance(content, str) else json.dumps(content) if content else ""
+    return not text.strip() and not msg.get("tool_calls") and len(completion.response_ids) <= 1
+
+
+def decide_outcome(
+    harness_run: Any, gateway_stats: Any, completions: list[Completion], evaluation: Any
+) -> tuple[Outcome, str]:
+    """The outcome rules of the module docstring, as a pure function."""
+    upstream_errors = int(getattr(gateway_stats, "upstream_errors", 0) or 0)
+    tail = (harness_run.log_tail or "").strip()
+    if evaluation is not None and evaluation.outcome == Outcome.ACCEPTED:
+        return Outcome.ACCEPTED, ""
+    if harness_run.status == "timeout":
+        return Outcome.TIMEOUT, f"the session's deadline hit while the harness ran\n{tail}"
+    if harness_run.status == "error":
+        if upstream_errors:
+            return (
+                Outcome.INFRA_ERROR,
+                f"{upstream_errors} model call(s) failed upstream; harness exit "
+                f"{harness_run.exit_code}\n{tail}",
+            )
+        return Outcome.HARNESS_ERROR, f"harness exit {harness_run.exit_code}\n{tail}"
+    if evaluation is None:  # no patch
+        if not completions:
+            if upstream_errors:
+                return Outcome.INFRA_ERROR, f"{upstream_errors} model call(s) failed upstream"
+            return Outcome.HARNESS_ERROR, f"the harness made no model call\n{tail}"
+        if is_empty_generation(completions[-1]):
+            return Outcome.EMPTY_GENERATION, "the last model call sampled nothing"
+        return Outcome.NO_PATCH, "the harness finished without changing the repository"
+    return Outcome(evaluation.outcome), evaluation.reason
