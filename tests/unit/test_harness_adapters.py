@@ -1,0 +1,145 @@
+"""What each adapter writes and runs: config files, environment and argv point the harness at
+the gateway with the session key and model, switch off telemetry / updates, and follow the
+recipe's retries and auto-compaction. Pure (no processes); the real runs are in
+tests/integration/test_harness_real.py."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+
+from polar_cli.errors import RecipeError
+from polar_cli.harness import ADAPTERS, get_harness, harness_class
+from polar_cli.harness.base import KEY_ENV, GatewayEndpoint, Layout, render_prompt
+from polar_cli.recipe.schema import HARNESS_NAMES, HarnessConfig
+from polar_cli.records import Task
+
+LAY = Layout(home="/rt/home", repo="/rt/repo", harness="/rt/harness", artifacts="/rt/art")
+EP = GatewayEndpoint(base_url="http://127.0.0.1:4321/", key="sk-polar-SECRET", model="served-m")
+
+
+def describe(kind: str, **cfg: object) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    h = get_harness(HarnessConfig(kind=kind, **cfg))  # type: ignore[arg-type]
+    env = {**h.base_environment(LAY), **h.environment(LAY, EP)}
+    return h.config_files(LAY, EP), env, h.command(LAY, EP, "PROMPT")
+
+
+def test_registry_matches_recipe_kinds() -> None:
+    assert tuple(ADAPTERS) == HARNESS_NAMES
+    for name in HARNESS_NAMES:
+        assert harness_class(name).name == name
+    with pytest.raises(RecipeError, match="valid: pi, codex"):
+        harness_class("aider")
+
+
+@pytest.mark.parametrize("kind", HARNESS_NAMES)
+def test_common_contract(kind: str) -> None:
+    files, env, argv = describe(kind, extra_args=["--extra"])
+    assert env["HOME"] == LAY.home
+    assert env["PATH"].startswith(f"{LAY.harness}/bin:")
+    assert argv[-1] == "--extra" and "PROMPT" in argv
+    cls = harness_class(kind)
+    assert argv[0] == (LAY.bin(cls.bin_name) if cls.native else LAY.node)
+    # config lives in the runtime's HOME; the session key is never written into a file
+    for path, text in files.items():
+        assert path.startswith(LAY.home + "/")
+        assert EP.key not in text
+    assert EP.key in env.values()
+    assert get_harness(HarnessConfig(kind=kind)).session_dir(LAY).startswith(LAY.home)
+
+
+@pytest.mark.parametrize(
+    ("api", "suffix"),
+    [
+        (None, "/v1"),
+        ("openai-responses", "/v1"),
+        ("anthropic-messages", ""),
+        ("google-generative-ai", "/v1beta"),
+    ],
+)
+def test_pi_provider(api: str | None, suffix: str) -> None:
+    files, env, argv = describe("pi", api=api, max_retries=0, auto_compaction=True)
+    models = json.loads(files["/rt/home/.pi/agent/models.json"])
+    provider = models["providers"]["polar"]
+    assert provider["baseUrl"] == "http://127.0.0.1:4321" + suffix
+    assert provider["api"] == (api or "openai-completions")
+    assert provider["apiKey"] == KEY_ENV and env[KEY_ENV] == EP.key
+    assert provider["models"] == [{"id": "served-m"}]
+    settings = json.loads(files["/rt/home/.pi/agent/settings.json"])
+    assert settings["compaction"] == {"enabled": True}
+    assert settings["retry"]["enabled"] is False
+    assert argv[2:7] == ["-p", "--provider", "polar", "--model", "served-m"]
+    assert env["PI_CODING_AGENT_DIR"] == "/rt/home/.pi/agent"
+    assert env["PI_OFFLINE"] == "1"
+
+
+def test_pi_rejects_unknown_api() -> None:
+    with pytest.raises(RecipeError, match=r"harness\.api"):
+        describe("pi", api="openai-chat")
+
+
+@pytest.mark.parametrize("compaction", [False, True])
+def test_codex_config(compaction: bool) -> None:
+    files, env, argv = describe("codex", max_retries=3, auto_compaction=compaction)
+    cfg = tomllib.loads(files["/rt/home/.codex/config.toml"])
+    assert cfg["model"] == "served-m" and cfg["model_provider"] == "polar"
+    gw = cfg["model_providers"]["polar"]
+    assert gw["base_url"] == "http://127.0.0.1:4321/v1"
+    assert gw["wire_api"] == "responses" and gw["env_key"] == KEY_ENV
+    assert gw["request_max_retries"] == gw["stream_max_retries"] == 3
+    assert cfg["analytics"]["enabled"] is False
+    assert ("model_auto_compact_token_limit" in cfg) is not compaction
+    assert env["CODEX_HOME"] == "/rt/home/.codex" and env[KEY_ENV] == EP.key
+    assert argv[2] == "exec"
+    assert {"--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"} <= set(argv)
+    assert argv[argv.index("--disable") + 1] == "plugins"
+
+
+@pytest.mark.parametrize("compaction", [False, True])
+def test_claude_env(compaction: bool) -> None:
+    files, env, argv = describe("claude_code", max_retries=1, auto_compaction=compaction)
+    assert files == {}
+    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:4321"
+    assert env["ANTHROPIC_API_KEY"] == EP.key
+    assert env["ANTHROPIC_MODEL"] == env["ANTHROPIC_SMALL_FAST_MODEL"] == "served-m"
+    assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "1"
+    assert env["IS_SANDBOX"] == "1"
+    assert ("DISABLE_AUTO_COMPACT" in env) is not compaction
+    assert argv[1:3] == ["-p", "--dangerously-skip-permissions"]
+
+
+@pytest.mark.parametrize("compaction", [False, True])
+def test_qwen_settings(compaction: bool) -> None:
+    files, env, argv = describe("qwen_code", max_retries=4, auto_compaction=compaction)
+    settings = json.loads(files["/rt/home/.qwen/settings.json"])
+    assert settings["privacy"]["usageStatisticsEnabled"] is False
+    assert settings["telemetry"]["enabled"] is False
+    assert settings["general"]["enableAutoUpdate"] is False
+    assert settings["model"]["generationConfig"]["maxRetries"] == 4
+    assert ("chatCompression" in settings["model"]) is not compaction
+    assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:4321/v1"
+    assert env["OPENAI_API_KEY"] == EP.key and env["OPENAI_MODEL"] == "served-m"
+    assert argv[2:6] == ["--auth-type", "openai", "--yolo", "-m"]
+
+
+@pytest.mark.parametrize("compaction", [False, True])
+def test_gemini_settings(compaction: bool) -> None:
+    files, env, argv = describe("gemini_cli", max_retries=2, auto_compaction=compaction)
+    settings = json.loads(files["/rt/home/.gemini/settings.json"])
+    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+    assert settings["privacy"]["usageStatisticsEnabled"] is False
+    assert settings["general"]["maxAttempts"] == 3
+    assert ("compressionThreshold" in settings["model"]) is not compaction
+    assert env["GOOGLE_GEMINI_BASE_URL"] == "http://127.0.0.1:4321"
+    assert env["GEMINI_API_KEY"] == EP.key
+    assert {"--yolo", "--skip-trust"} <= set(argv)
+    assert argv[argv.index("-p") + 1] == "PROMPT"
+
+
+def test_prompt_template() -> None:
+    task = Task(instance_id="a__b-1", repo="a/b", base_commit="c", problem_statement="  Fix X.\n")
+    prompt = render_prompt(task, "/testbed")
+    assert prompt.startswith("Fix X.\n") and "/testbed" in prompt
