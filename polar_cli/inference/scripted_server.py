@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,12 +31,13 @@ from typing import Any
 from aiohttp import web
 
 from polar_cli.inference import policy as pol
-from polar_cli.inference.template import parse_assistant, render_prompt
+from polar_cli.inference.template import IM_START, parse_assistant, render_prompt
 from polar_cli.inference.tokenizer import load_tokenizer, special_id
 
 SESSION_HEADER = "X-Polar-Session-Id"
 INSTANCE_HEADER = "X-Polar-Instance-Id"
 DEFAULT_CONTEXT_LENGTH = 32768
+CHUNK_CACHE_SIZE = 8192  # tokenised turns kept (LRU) across calls and sessions
 
 
 class BadRequest(Exception):
@@ -60,10 +63,42 @@ class ScriptedModel:
         self.eot_id = special_id(self.tok, "<|im_end|>")
         self._special_ids = {int(i) for i in self.tok.get_added_tokens_decoder()}
         self.model_path = self.model_path or f"polar-scripted-{self.tokenizer_name}"
+        self._chunk_ids: OrderedDict[str, list[int]] = OrderedDict()  # LRU: turn text -> ids
+        self._cache_lock = threading.Lock()
 
     # ------------------------------------------------------------------ sampling
     def encode(self, text: str) -> list[int]:
         return list(self.tok.encode(text, add_special_tokens=False).ids)
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """Same ids as `encode(text)`, reusing earlier turns' ids.
+
+        Exact because every chunk starts at `<|im_start|>`, an added token: the tokenizer never
+        merges across an added token, so chunks tokenise independently. A session's prompts
+        grow by appending turns, so only the new turns are tokenised on each call.
+        """
+        chunks = [IM_START + c for c in text.split(IM_START)[1:]]
+        if not text.startswith(IM_START):
+            chunks.insert(0, text.split(IM_START, 1)[0])
+        with self._cache_lock:
+            missing = [c for c in dict.fromkeys(chunks) if c not in self._chunk_ids]
+        if missing:
+            encoded = self.tok.encode_batch(missing, add_special_tokens=False)
+            with self._cache_lock:
+                for chunk, enc in zip(missing, encoded, strict=True):
+                    self._chunk_ids[chunk] = list(enc.ids)
+        out: list[int] = []
+        with self._cache_lock:
+            for chunk in chunks:
+                ids = self._chunk_ids.get(chunk)
+                if ids is None:  # evicted meanwhile by another thread
+                    ids = self.encode(chunk)
+                else:
+                    self._chunk_ids.move_to_end(chunk)
+                out.extend(ids)
+            while len(self._chunk_ids) > CHUNK_CACHE_SIZE:
+                self._chunk_ids.popitem(last=False)
+        return out
 
     def _drift(self, ids: list[int], rid: str) -> list[int]:
         """Split one multi-byte token into two vocabulary tokens with the same bytes."""
@@ -92,7 +127,7 @@ class ScriptedModel:
             raise BadRequest("messages must be a non-empty list")
         tools = body.get("tools") or []
         rid = str(body.get("rid") or f"chatcmpl-{uuid.uuid4().hex}")
-        prompt_ids = self.encode(render_prompt(messages, tools))
+        prompt_ids = self.encode_prompt(render_prompt(messages, tools))
         n_in = len(prompt_ids)
         if n_in >= self.context_length:  # SGLang's wording, tokenizer_manager validation
             raise BadRequest(

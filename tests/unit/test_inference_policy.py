@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from polar_cli.inference.policy import draw_policy
 from polar_cli.inference.scripted_server import BadRequest, ScriptedModel
@@ -203,3 +206,30 @@ def test_max_tokens_truncates_with_finish_length() -> None:
     assert choice["finish_reason"] == "length"
     assert len(choice["meta_info"]["output_token_logprobs"]) == 5
     assert choice["meta_info"]["finish_reason"] == {"type": "length", "length": 5}
+
+
+_PIECES = [*"ab cé\n\t 1<|>_", "<|im_start|>", "<|im_end|>", "ü", "你", "  ", "\n\n"]
+_turn_text = st.lists(st.sampled_from(_PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    turns=st.lists(
+        st.tuples(st.sampled_from(["system", "user", "assistant", "tool"]), _turn_text),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_cached_prompt_tokenisation_equals_whole_text_tokenisation(
+    turns: list[tuple[str, str]],
+) -> None:
+    m = _shared_model()
+    text = render_prompt([{"role": r, "content": c} for r, c in turns], PI_TOOLS)
+    assert m.encode_prompt(text) == m.encode(text)
+    assert m.encode_prompt(text) == m.encode(text)  # second time from the cache
+    assert m.encode_prompt("no marker " + text) == m.encode("no marker " + text)
+
+
+@functools.cache
+def _shared_model() -> ScriptedModel:
+    return ScriptedModel()
