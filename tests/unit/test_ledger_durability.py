@@ -141,3 +141,26 @@ def test_kill_minus_9_mid_run_leaves_whole_rows(tmp_path: Path, delay_s: float) 
     with Ledger(path) as ledger:
         ledger.append(_result(10**6))
     assert Ledger(path).results()[-1].session_id == f"s{10**6}"
+
+
+def test_cut_at_every_byte_reads_a_prefix_and_appends_cleanly(tmp_path: Path) -> None:
+    """Whatever byte the crash cut the file at, reading yields a prefix of the rows and the next
+    append produces a well-formed ledger."""
+    full = tmp_path / "full.jsonl"
+    with Ledger(full) as ledger:
+        for i in range(3):
+            ledger.append(_result(i))
+    data = full.read_bytes()
+    expected = [_result(i) for i in range(3)]
+    cut = tmp_path / "cut.jsonl"
+    # every offset near a row boundary, and a stride through the rows' middles
+    near = {i + d for i, b in enumerate(data) if b == ord("\n") for d in range(-3, 4)}
+    sizes = sorted({s for s in near | set(range(0, len(data) + 1, 13)) if 0 <= s <= len(data)})
+    for size in sizes:
+        cut.write_bytes(data[:size])
+        got = Ledger(cut).results()
+        assert got == expected[: len(got)]
+        assert len(got) == data[:size].count(b"\n")
+        with Ledger(cut) as ledger:
+            ledger.append(_result(9))
+        assert Ledger(cut).results() == [*got, _result(9)]
