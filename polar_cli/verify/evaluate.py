@@ -9,7 +9,9 @@ image with `polar_cli.runtime.open_runtime`), parsing (logs.py), grading rules (
 
 Outcomes: accepted | tests_failed | no_patch (empty patch: nothing is run) |
 patch_apply_failed | eval_error (the evaluator broke: test patch does not apply, the test run
-timed out, the runner is missing, the log cannot be read). Only `accepted` has reward 1.0.
+timed out, the runner is missing / killed / found no tests, the log parser failed). A run that
+exits normally without reporting any test was silenced by the patch: tests_failed. Only
+`accepted` has reward 1.0.
 
 The test command runs as `bash -c "<test_cmd> <files>"` in the repository with the runtime's
 clean environment plus `env`; for the local runtime the caller puts a Python with pytest on PATH
@@ -72,6 +74,21 @@ class Evaluation:
 def _tail(text: str, n: int = REASON_TAIL_CHARS) -> str:
     text = text.strip()
     return text if len(text) <= n else "..." + text[-n:]
+
+
+def _no_results(exit_code: int, log: str) -> tuple[Outcome, str]:
+    """A run whose log names no test at all. The evaluator's fault (eval_error) when the runner
+    is missing, was killed by a signal, or is pytest saying usage error (4) / no tests collected
+    (5) -- a bad test command or test ids; otherwise the patch silenced the runner (it exited
+    early, e.g. `os._exit(0)` at import): tests_failed."""
+    runner_missing = exit_code in (126, 127) or any(m in log for m in _MISSING_RUNNER)
+    if runner_missing:
+        return Outcome.EVAL_ERROR, f"the test runner is missing (exit {exit_code}): {_tail(log)}"
+    if exit_code < 0 or exit_code >= 128 or exit_code in (4, 5):
+        why = f"the test run gave no results (exit {exit_code})"
+        return Outcome.EVAL_ERROR, f"{why}: {_tail(log)}"
+    why = f"the test run ended without reporting any test (exit {exit_code}): not accepted"
+    return Outcome.TESTS_FAILED, f"{why}: {_tail(log)}" if log.strip() else why
 
 
 class _Evaluator:
@@ -152,11 +169,7 @@ class _Evaluator:
             return self.finish(Outcome.EVAL_ERROR, why, **common)
         parsed = parse_log(log, task.log_parser)
         if not parsed.statuses:
-            broken = res.exit_code in (126, 127) or any(m in log for m in _MISSING_RUNNER)
-            why = "the test runner is missing" if broken else "the log names no test result"
-            return self.finish(
-                Outcome.EVAL_ERROR, f"{why} (exit {res.exit_code}): {_tail(log)}", **common
-            )
+            return self.finish(*_no_results(res.exit_code, log), **common)
         outcome, tests = grading.grade(task.fail_to_pass, task.pass_to_pass, parsed.statuses)
         reasons = [notes]
         if outcome is Outcome.ACCEPTED:
