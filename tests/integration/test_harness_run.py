@@ -212,3 +212,29 @@ def test_hung_harness_times_out_and_leaves_no_process(tmp_path: Path, task: Task
     assert "started" in run.log_tail
     assert "+    return a + b" in run.patch  # work done before the deadline is kept
     assert _hang_processes() == []
+
+
+def test_harness_cannot_read_host_home_or_another_session(tmp_path: Path, task: Task) -> None:
+    from polar_cli.runtime.local import choose_mode
+
+    if choose_mode("auto")[0] != "bwrap":
+        pytest.skip("bubblewrap cannot start here: the local runtime runs unsandboxed")
+    planted_home = Path.home() / f".polar-harness-test-{os.getpid()}-{tmp_path.name}"
+    other = tmp_path / "session-2" / "agent" / "repo"
+    other.mkdir(parents=True)
+    (other / "secret.txt").write_text(HOST_SECRET)
+    planted_home.write_text(HOST_SECRET)
+    try:
+        script = (
+            f"cat {planted_home} > $HOME/seen-home.txt 2>&1\n"
+            f"cat {other}/secret.txt > $HOME/seen-other.txt 2>&1\n"
+            "exit 0\n"
+        )
+        run, host_dir = run_script(tmp_path, task, script)
+    finally:
+        planted_home.unlink()
+    assert run.status == "ok", run.log_tail
+    for name in ("seen-home.txt", "seen-other.txt"):
+        seen = (host_dir / "home" / name).read_text()
+        assert HOST_SECRET not in seen, name
+        assert "No such file" in seen or "Permission denied" in seen, seen
