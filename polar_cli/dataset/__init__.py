@@ -1,1 +1,14 @@
-"""dataset (see DESIGN.md)."""
+"""Dataset output: Parquet schema, SFT sessions view, split, shards, card, statistics, upload.
+
+Public API (import from the submodules; this package imports nothing, so `dataset.stats` stays
+free of pyarrow for the ledger and the CLI):
+
+    writer.write_dataset(out_dir, entries_or_results, traces_by_session, completions_by_session,
+                         *, cfg, recipe_name, description="", gpus=0, extra_stats=None)
+        -> DatasetSummary
+    writer.write_tables(out_dir, entries, traces_table, sessions_table, *, cfg, ...)  # merge
+    split.assign_splits(pairs, *, test_fraction, seed) -> {instance_id: "train" | "test"}
+    stats.compute_stats(entries, shapes, *, gpus=0, extra=None) -> stats.json content
+    card.check_card(out_dir) -> [problems]
+    upload.plan_upload(out_dir) -> UploadPlan;  upload.upload(plan, *, repo_id, ...) -> url
+"""
