@@ -210,7 +210,7 @@ def test_thinking_block_comes_first_with_a_signature() -> None:
     assert [b["input"] for b in body["content"][2:]] == [{"command": "ls"}, {"command": "pwd"}]
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(
     content=st.one_of(st.none(), st.text(max_size=20)),
     reasoning=st.one_of(st.none(), st.text(max_size=20)),
@@ -356,3 +356,18 @@ def test_registry_serves_this_adapter() -> None:
 
     adapter = get_adapter(ApiProtocol.ANTHROPIC_MESSAGES)
     assert adapter is am.ADAPTER and adapter.protocol is ApiProtocol.ANTHROPIC_MESSAGES
+
+
+# The clients' own overflow matchers (Claude Code 2.1.197's binary; pi-ai 0.73.1 utils/overflow.js):
+# the wording above exists so that these recognise it and compact instead of failing.
+CLAUDE_OVERFLOW = re.compile(r"prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)", re.I)
+PI_OVERFLOW = re.compile(r"prompt is too long", re.I)
+
+
+def test_overflow_message_matches_the_clients_matchers() -> None:
+    _, body = am.render_error(
+        ErrorKind.CONTEXT_OVERFLOW, "prompt is 40000 tokens, context length is 32768"
+    )
+    m = CLAUDE_OVERFLOW.search(body["error"]["message"])
+    assert m is not None and (m.group(1), m.group(2)) == ("40000", "32768")
+    assert PI_OVERFLOW.search(body["error"]["message"])

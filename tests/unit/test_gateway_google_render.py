@@ -6,6 +6,7 @@ finishReason and usageMetadata); function-call ids, thoughts, finish reasons, er
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -176,7 +177,7 @@ def test_usage_with_cache_and_without_upstream_usage() -> None:
     assert gg.render_response(REQ, res, response_id="r")["usageMetadata"]["totalTokenCount"] == 105
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(
     content=st.one_of(st.none(), st.text(max_size=20)),
     args=st.lists(st.one_of(st.text(max_size=20), st.just('{"a": [1, {"b": "é"}]}')), max_size=3),
@@ -237,3 +238,13 @@ def test_registry_serves_this_adapter() -> None:
 
     adapter = get_adapter(ApiProtocol.GOOGLE_GENERATE_CONTENT)
     assert adapter is gg.ADAPTER and adapter.protocol is ApiProtocol.GOOGLE_GENERATE_CONTENT
+
+
+def test_overflow_message_matches_pi_matcher() -> None:
+    # pi-ai 0.73.1 utils/overflow.js: /input token count.*exceeds the maximum/i
+    for upstream in (
+        "The input (9 tokens) is longer than the model's context length (8 tokens).",
+        "no numbers",
+    ):
+        _, body = gg.render_error(ErrorKind.CONTEXT_OVERFLOW, upstream)
+        assert re.search(r"input token count.*exceeds the maximum", body["error"]["message"], re.I)

@@ -350,13 +350,13 @@ def _only_shape_errors(value: Any) -> None:
     json.dumps(req.tools)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(json_values, shaped))
 def test_random_json_only_raises_shape_errors(value: Any) -> None:
     _only_shape_errors(value)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_mutated_captures_only_raise_shape_errors(data: st.DataObject) -> None:
     value = copy.deepcopy(capture("gemini/002.json"))

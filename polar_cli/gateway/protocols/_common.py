@@ -251,6 +251,13 @@ _OVERFLOW_PATTERNS: tuple[tuple[re.Pattern[str], tuple[int, int]], ...] = (
         ),
         (1, 2),
     ),
+    (
+        re.compile(
+            r"(\d+) tokens?[^0-9]{1,40}(?:context(?: length| window)?|maximum|limit)[^0-9]{1,20}(\d+)",
+            re.I,
+        ),
+        (1, 2),
+    ),
 )
 
 
