@@ -7,7 +7,8 @@ Out of scope: running the harness (base.py), applying or grading the patch (veri
 
 The patch is written by git to a file in the runtime's artifacts dir and downloaded as bytes,
 never passed through a decoded stdout, so non-UTF-8 content and large diffs survive intact
-(the exact bytes stay on the host as `patch.diff`; HarnessRun.patch is their UTF-8 decoding).
+(the exact bytes stay on the host as `harness-patch.diff` next to the log; HarnessRun.patch is
+their UTF-8 decoding, with U+FFFD for bytes that are not UTF-8).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from polar_cli.runtime.base import ExecResult, Runtime
 if TYPE_CHECKING:
     from polar_cli.harness.base import Layout
 
-PATCH_FILE = "patch.diff"
+PATCH_FILE = "harness-patch.diff"
 SESSION_LIST_LIMIT = 50  # newest session files considered
 
 # git must neither prompt, nor run hooks/filters a harness may have configured, nor refuse

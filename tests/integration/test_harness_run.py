@@ -133,7 +133,7 @@ def test_ok_run_collects_patch_session_log_and_clean_env(
     assert "latin1.txt" in run.patch
     assert ".script" not in run.patch
     # the exact bytes are kept next to the log and apply to a pristine clone
-    patch_file = tmp_path / "logs" / "patch.diff"
+    patch_file = tmp_path / "logs" / "harness-patch.diff"
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", task.snapshot or "", str(clone)], check=True)
     subprocess.run(["git", "-C", str(clone), "apply", str(patch_file)], check=True)
