@@ -145,7 +145,8 @@ class _Evaluator:
         if not applied_with:
             return self.finish(Outcome.PATCH_APPLY_FAILED, _tail(apply_log), log=apply_log)
         test_ids = (*task.fail_to_pass, *task.pass_to_pass)
-        restored = grading.protected_paths(await self.changed_files(), task.test_patch, test_ids)
+        changed = await self.changed_files()
+        restored = grading.protected_paths(changed, task.test_patch, test_ids, patch)
         if restored:
             await self.restore(restored)
         notes = f"restored test files the patch changed: {', '.join(restored)}" if restored else ""

@@ -18,9 +18,15 @@ from polar_cli.verify.logs import ParsedLog
 F2P = "FAIL_TO_PASS"
 P2P = "PASS_TO_PASS"
 _TEST_DIRS = frozenset({"test", "tests", "testing"})
-# pytest's own configuration file; pyproject.toml / setup.cfg / tox.ini also hold other things,
-# so a patch may change those (see the README's known limits).
+# pytest's own configuration files. pyproject.toml / setup.cfg / tox.ini hold other things too,
+# so they are protected only when the patch's added lines touch pytest settings there.
 _TEST_CONFIG = frozenset({"conftest.py", "pytest.ini"})
+_SHARED_CONFIG = frozenset({"pyproject.toml", "setup.cfg", "tox.ini"})
+_PYTEST_SETTING = re.compile(
+    r"pytest|addopts|testpaths|python_files|python_classes|python_functions|norecursedirs|"
+    r"(^|\s)-p\s",
+    re.IGNORECASE,
+)
 _DIFF_GIT = re.compile(r"^diff --git a/(.+?) b/(.+)$", re.MULTILINE)
 _DIFF_FILE = re.compile(r"^(?:---|\+\+\+) (?:[ab]/)?(.+?)(?:\t.*)?$", re.MULTILINE)
 
@@ -81,6 +87,24 @@ def patch_paths(patch: str) -> set[str]:
     return {p.strip() for p in paths if p.strip()}
 
 
+def tampered_configs(patch: str) -> set[str]:
+    """pyproject.toml / setup.cfg / tox.ini files whose lines added by `patch` touch pytest's
+    settings (addopts, `-p plugin`, testpaths, ...): a fix has no business there, and such a
+    change could load a plugin that rewrites results."""
+    found: set[str] = set()
+    current = ""
+    for line in patch.splitlines():
+        if line.startswith("+++ "):
+            current = line[4:].split("\t")[0].removeprefix("b/").strip()
+        elif (
+            line.startswith("+")
+            and PurePosixPath(current).name in _SHARED_CONFIG
+            and _PYTEST_SETTING.search(line[1:])
+        ):
+            found.add(current)
+    return found
+
+
 def files_of_tests(test_ids: Iterable[str]) -> set[str]:
     """The files pytest-style test ids live in (`tests/test_x.py::test_y` -> tests/test_x.py)."""
     files = set()
@@ -91,11 +115,14 @@ def files_of_tests(test_ids: Iterable[str]) -> set[str]:
     return files
 
 
-def protected_paths(changed: Iterable[str], test_patch: str, test_ids: Iterable[str]) -> list[str]:
+def protected_paths(
+    changed: Iterable[str], test_patch: str, test_ids: Iterable[str], patch: str = ""
+) -> list[str]:
     """Of the paths a patch changed, those it may not change: the test patch's files, the files
-    of the graded tests, and every test file (is_test_path). The evaluator restores them to
-    the base commit before applying the test patch, so a patch cannot edit or delete tests."""
-    named = patch_paths(test_patch) | files_of_tests(test_ids)
+    of the graded tests, every test file (is_test_path), and shared config files where the patch
+    adds pytest settings (tampered_configs). The evaluator restores them to the base commit
+    before applying the test patch, so a patch cannot edit, delete or re-plumb the tests."""
+    named = patch_paths(test_patch) | files_of_tests(test_ids) | tampered_configs(patch)
     return sorted(p for p in set(changed) if p in named or is_test_path(p))
 
 

@@ -189,7 +189,9 @@ def _init_text(task: Task, tmp: Path) -> str:
     return base_text(task, tmp, "unitconv/__init__.py")
 
 
-@pytest.mark.parametrize("kind", ["atexit", "exit0", "edit_tests", "delete_tests", "conftest"])
+@pytest.mark.parametrize(
+    "kind", ["atexit", "exit0", "edit_tests", "delete_tests", "conftest", "plugin"]
+)
 def test_spoofing_patches_are_not_accepted(
     kind: str, tasks: dict[str, Task], tmp_path: Path
 ) -> None:
@@ -205,12 +207,18 @@ def test_spoofing_patches_are_not_accepted(
         edits = {"tests/test_convert.py": "def test_kelvin_to_fahrenheit():\n    pass\n"}
     elif kind == "delete_tests":
         edits = {"tests/test_convert.py": None, "tests/test_parse.py": None}
-    else:  # a conftest.py that reports every test as passed and the session as green
+    elif kind == "conftest":  # a conftest.py that reports every test as passed, session green
         edits = {"conftest.py": SPOOF_CONFTEST, "tests/conftest.py": SPOOF_CONFTEST}
+    else:  # the same hooks as a plugin module, loaded through pyproject's pytest addopts
+        pyproject = base_text(task, tmp_path, "pyproject.toml")
+        pyproject = pyproject.replace(
+            'testpaths = ["tests"]', 'testpaths = ["tests"]\naddopts = "-p unitconv._hooks"'
+        )
+        edits = {"pyproject.toml": pyproject, "unitconv/_hooks.py": SPOOF_CONFTEST}
     ev = verify_one(task, make_patch(task, tmp_path, edits), tmp_path)
     assert ev.outcome is Outcome.TESTS_FAILED, (ev.outcome, ev.reason, ev.log[-2000:])
     assert ev.reward == 0.0
-    if kind in ("edit_tests", "delete_tests", "conftest"):
+    if kind in ("edit_tests", "delete_tests", "conftest", "plugin"):
         assert "restored test files the patch changed" in ev.reason
         assert statuses(ev, "FAIL_TO_PASS") == {"failed"}
 

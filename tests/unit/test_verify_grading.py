@@ -17,6 +17,7 @@ from polar_cli.verify.grading import (
     is_test_path,
     patch_paths,
     protected_paths,
+    tampered_configs,
 )
 
 LOG_OK = """\
@@ -165,3 +166,15 @@ def test_patch_paths_reads_git_and_plain_diffs() -> None:
     )
     assert patch_paths(git_diff) == {"old.py", "new.py"}
     assert patch_paths(plain) == {"x.py", "y.py"}
+
+
+def test_pytest_settings_added_to_shared_config_files_are_protected() -> None:
+    patch = (
+        "diff --git a/pyproject.toml b/pyproject.toml\n--- a/pyproject.toml\n+++ b/pyproject.toml\n"
+        '@@ -1,2 +1,3 @@\n [tool.pytest.ini_options]\n+addopts = "-p pkg.hooks"\n'
+        "diff --git a/setup.cfg b/setup.cfg\n--- a/setup.cfg\n+++ b/setup.cfg\n"
+        "@@ -1 +1,2 @@\n [metadata]\n+version = 2\n"
+    )
+    assert tampered_configs(patch) == {"pyproject.toml"}
+    changed = ["pyproject.toml", "setup.cfg", "pkg/hooks.py"]
+    assert protected_paths(changed, "", [], patch) == ["pyproject.toml"]
