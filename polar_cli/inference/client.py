@@ -146,7 +146,7 @@ def parse_result(data: dict[str, Any], model: str) -> ChatResult:
     timings = {
         k: v
         for k, v in meta.items()
-        if k.endswith(("_latency", "_time", "_duration")) and isinstance(v, (int, float))
+        if k.endswith(("_latency", "_time", "_duration", "_delay")) and isinstance(v, (int, float))
     }
     return ChatResult(
         message=message,
