@@ -126,6 +126,13 @@ class ScriptedModel:
         if not isinstance(messages, list) or not messages:
             raise BadRequest("messages must be a non-empty list")
         tools = body.get("tools") or []
+        if not all(isinstance(m, dict) for m in messages) or not isinstance(tools, list):
+            raise BadRequest("messages must be objects and tools a list of objects")
+        if not all(isinstance(t, dict) for t in tools):
+            raise BadRequest("tools must be a list of objects")
+        max_new = body.get("max_completion_tokens") or body.get("max_tokens")
+        if max_new is not None and (not isinstance(max_new, int) or max_new < 0):
+            raise BadRequest(f"max_tokens must be a non-negative integer, got {max_new!r}")
         rid = str(body.get("rid") or f"chatcmpl-{uuid.uuid4().hex}")
         prompt_ids = self.encode_prompt(render_prompt(messages, tools))
         n_in = len(prompt_ids)
@@ -134,7 +141,6 @@ class ScriptedModel:
                 f"The input ({n_in} tokens) is longer than the model's context length "
                 f"({self.context_length} tokens)."
             )
-        max_new = body.get("max_completion_tokens") or body.get("max_tokens")
         if max_new is not None and int(max_new) + n_in >= self.context_length:
             raise BadRequest(
                 "Requested token count exceeds the model's maximum context length of "

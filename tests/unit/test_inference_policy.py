@@ -233,3 +233,20 @@ def test_cached_prompt_tokenisation_equals_whole_text_tokenisation(
 @functools.cache
 def _shared_model() -> ScriptedModel:
     return ScriptedModel()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"messages": []},
+        {"messages": "hi"},
+        {"messages": ["hi"]},
+        {"messages": [{"role": "user", "content": "x"}], "tools": "bash"},
+        {"messages": [{"role": "user", "content": "x"}], "tools": [1]},
+        {"messages": [{"role": "user", "content": "x"}], "max_tokens": "many"},
+        {"messages": [{"role": "user", "content": "x"}], "max_tokens": -1},
+    ],
+)
+def test_malformed_bodies_are_bad_requests(body: dict[str, Any]) -> None:
+    with pytest.raises(BadRequest):
+        _shared_model().complete(body, "s", "")
