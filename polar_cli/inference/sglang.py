@@ -42,6 +42,13 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """True when something already accepts connections on host:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((host, port)) == 0
+
+
 def launch_command(cfg: SGLangInference, port: int) -> list[str]:
     """The `python -m sglang.launch_server ...` argv for `cfg` on `port`."""
     cmd = [
@@ -124,6 +131,11 @@ class SGLangBackend:
         port = self.cfg.port or free_port(self.cfg.host)
         host = "127.0.0.1" if self.cfg.host in ("0.0.0.0", "::") else self.cfg.host
         self.base_url = f"http://{host}:{port}"
+        if port_in_use(host, port):  # else we would mistake that server's health for ours
+            raise SetupError(
+                f"port {port} on {host} is already in use (another SGLang?): stop it, use "
+                "inference.kind=external to talk to it, or set inference.port: 0"
+            )
         cmd = launch_command(self.cfg, port)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:

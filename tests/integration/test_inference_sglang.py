@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,18 @@ def test_missing_sglang_is_a_setup_error(tmp_path: Path, monkeypatch: pytest.Mon
 
     with pytest.raises(SetupError, match="sglang is not installed"):
         asyncio.run(scenario())
+
+
+def test_a_busy_port_is_refused_before_launch(standin: None, tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        backend = SGLangBackend(cfg(port=busy.getsockname()[1]), run_dir=tmp_path)
+
+        async def scenario() -> None:
+            async with backend:
+                pass
+
+        with pytest.raises(SetupError, match="already in use"):
+            asyncio.run(scenario())
+    assert backend.proc is None  # nothing was started
