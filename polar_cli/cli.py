@@ -417,7 +417,7 @@ def verify(
 
     from polar_cli.pipeline.verify_cmd import run_verify
     from polar_cli.recipe.schema import ApptainerRuntime, LocalRuntime, TasksConfig, VerifyConfig
-    from polar_cli.tasks.report import print_evaluations
+    from polar_cli.tasks.report import print_evaluations, print_problem
 
     if runtime not in ("local", "apptainer"):
         raise typer.BadParameter("use local or apptainer", param_hint="--runtime")
@@ -433,7 +433,7 @@ def verify(
     )
     console = Console()
     for problem in report.task_set.problems:
-        console.print(f"[red]skipped[/red] {problem}", highlight=False)
+        print_problem(problem, console, "skipped")
     print_evaluations(report.results, console)
     console.print(f"results: {report.results_path}")
     if expect is not None and any(str(ev.outcome) != expect for ev in report.results):

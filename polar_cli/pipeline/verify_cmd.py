@@ -216,7 +216,7 @@ def run_verify(
             task_set.tasks,
             chosen,
             runtime,
-            verify_cfg or VerifyConfig(),
+            verify_cfg or VerifyConfig.model_validate({}),
             out_dir,
             concurrency,
         )

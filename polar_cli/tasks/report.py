@@ -14,7 +14,9 @@ from typing import Protocol
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from polar_cli.records import Task
 from polar_cli.tasks.load import TaskSet
 
 _OUTCOME_STYLE = {"accepted": "green", "no_patch": "yellow", "eval_error": "red bold"}
@@ -36,7 +38,7 @@ def print_task_set(ts: TaskSet, source: str, console: Console) -> None:
     table.add_column("repository")
     table.add_column("tasks", justify="right")
     table.add_column("example image / snapshot", overflow="fold")
-    first = {}
+    first: dict[str, Task] = {}
     for task in ts.tasks:
         first.setdefault(task.repo, task)
     for repo, count in ts.repo_counts().items():
@@ -48,7 +50,12 @@ def print_task_set(ts: TaskSet, source: str, console: Console) -> None:
         f"({ts.total_rows} rows read, {len(ts.problems)} problems)"
     )
     for problem in ts.problems:
-        console.print(f"[red]problem[/red] {problem}", markup=True, highlight=False)
+        print_problem(problem, console)
+
+
+def print_problem(problem: object, console: Console, label: str = "problem") -> None:
+    """One problem line; its text is printed literally (a `[file:line]` is not markup)."""
+    console.print(Text.assemble((label, "red"), " ", str(problem)), highlight=False)
 
 
 def print_evaluations(results: Sequence[_EvaluationLike], console: Console) -> None:
@@ -63,11 +70,11 @@ def print_evaluations(results: Sequence[_EvaluationLike], console: Console) -> N
         outcome = str(ev.outcome)
         style = _OUTCOME_STYLE.get(outcome, "red")
         table.add_row(
-            ev.instance_id,
+            Text(ev.instance_id),
             f"[{style}]{outcome}[/{style}]",
             f"{ev.reward:g}",
             f"{ev.duration_s:.1f}",
-            ev.reason[:300],
+            Text(ev.reason[:300]),
         )
     console.print(table)
     counts = Counter(str(ev.outcome) for ev in results)
