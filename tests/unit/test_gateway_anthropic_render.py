@@ -284,6 +284,8 @@ def test_usage_splits_cached_tokens() -> None:
         ("[1, 2]", {"value": [1, 2]}),
         ("", {}),
         ("   ", {}),
+        ("NaN", {}),
+        ('{"a": Infinity}', {}),
     ],
 )
 def test_tool_input_is_robust_to_invalid_arguments(args: str, want: dict[str, Any]) -> None:
@@ -371,3 +373,19 @@ def test_overflow_message_matches_the_clients_matchers() -> None:
     m = CLAUDE_OVERFLOW.search(body["error"]["message"])
     assert m is not None and (m.group(1), m.group(2)) == ("40000", "32768")
     assert PI_OVERFLOW.search(body["error"]["message"])
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"content": 5, "tool_calls": "x"},
+        {"content": [{"type": "text", "text": "a"}, "junk", {"text": 3}], "tool_calls": [None, 1]},
+        {"content": None, "tool_calls": [{"function": None}, {"id": 3, "function": {"name": 7}}]},
+        {"content": None, "reasoning_content": 12},
+    ],
+)
+def test_odd_upstream_messages_still_render(message: dict[str, Any]) -> None:
+    res = result(message)
+    body = am.render_response(REQ, res, response_id="msg_x")
+    assert accumulate(stream_of(res)) == body
+    assert all(b["type"] in {"text", "tool_use"} for b in body["content"])

@@ -248,3 +248,23 @@ def test_overflow_message_matches_pi_matcher() -> None:
     ):
         _, body = gg.render_error(ErrorKind.CONTEXT_OVERFLOW, upstream)
         assert re.search(r"input token count.*exceeds the maximum", body["error"]["message"], re.I)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"content": 5, "tool_calls": "x"},
+        {"content": [{"type": "text", "text": "a"}, "junk", {"text": 3}], "tool_calls": [None, 1]},
+        {"content": None, "tool_calls": [{"function": None}, {"id": 3, "function": {"name": 7}}]},
+        {"content": None, "reasoning_content": 12},
+    ],
+)
+def test_odd_upstream_messages_still_render(message: dict[str, Any]) -> None:
+    req = ParsedRequest(
+        requested_model="m", messages=[], extra={"uses_ids": True, "include_thoughts": True}
+    )
+    res = result(message)
+    body = gg.render_response(req, res, response_id="r1")
+    assert accumulate(stream_of(res, req)) == body
+    for part in body["candidates"][0]["content"]["parts"]:
+        assert isinstance(part.get("text", ""), str)

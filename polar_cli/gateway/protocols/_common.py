@@ -135,6 +135,14 @@ def dump_arguments(value: Any) -> str:
     return _ARGS_ENCODER.encode(value)
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# Strict JSON: Python's decoder would accept NaN / Infinity, which no client can parse back.
+_ARGS_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def parse_arguments(arguments: Any) -> tuple[JSON, str | None]:
     """Upstream tool-call arguments -> (input object, the original JSON text if it was a valid
     object else None). Robust to invalid JSON: a model can emit broken arguments, and the
@@ -149,10 +157,10 @@ def parse_arguments(arguments: Any) -> tuple[JSON, str | None]:
     if not text:
         return {}, None
     try:
-        value = json.loads(text)
+        value = _ARGS_DECODER.decode(text)
     except ValueError:
         try:
-            value, _ = json.JSONDecoder().raw_decode(text)
+            value, _ = _ARGS_DECODER.raw_decode(text)
         except ValueError:
             return {}, None
         return (value, None) if isinstance(value, dict) else ({"value": value}, None)
