@@ -1,0 +1,140 @@
+"""The demo recipe end to end: real pi under bubblewrap, the scripted model, real verification,
+reconstruction and Parquet -- then the dataset, the ledger and the card are checked for what a
+user relies on. Also: two shards merged give what one run gave."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from generate_helpers import DEMO, REPO_ROOT, ledger_rows, parquet_rows, run_generate, stats
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo") / "run"
+    r = run_generate(DEMO, out)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "accepted of" in r.stdout
+    return out
+
+
+def test_every_attempt_is_in_the_ledger_and_the_figures_reconcile(demo_run: Path) -> None:
+    rows = ledger_rows(demo_run)
+    st = stats(demo_run)
+    assert len({r["session_id"] for r in rows}) == len(rows) == st["attempts"]
+    assert sum(st["outcomes"].values()) == st["attempts"]
+    assert Counter(r["outcome"] for r in rows) == {k: v for k, v in st["outcomes"].items() if v}
+    assert sum(v["attempts"] for v in st["per_repo"].values()) == st["attempts"]
+    assert sum(v["accepted"] for v in st["per_repo"].values()) == st["accepted"]
+    # every (task, sample) pair of the plan has exactly one attempt that was not retried
+    pairs = defaultdict(list)
+    for r in rows:
+        pairs[(r["instance_id"], r["sample"])].append(r)
+    assert len(pairs) == 12 * 2
+    for attempts in pairs.values():
+        attempts.sort(key=lambda r: r["attempt"])
+        assert [a["attempt"] for a in attempts] == list(range(len(attempts)))
+        for earlier in attempts[:-1]:  # only empty generations were retried (once at most)
+            assert earlier["outcome"] == "empty_generation"
+        assert len(attempts) <= 2
+    # the scripted mix shows up as the outcomes it stands for
+    seen = set(st["outcomes"][k] > 0 and k for k in st["outcomes"])
+    assert {"accepted", "tests_failed", "empty_generation"} <= seen
+    assert st["outcomes"]["infra_error"] == 0 and st["outcomes"]["harness_error"] == 0
+    for r in rows:
+        sdir = demo_run / "sessions" / r["session_id"]
+        assert (sdir / "result.json").is_file() and (sdir / "harness.log").is_file()
+        assert not (sdir / "agent").exists()  # workspaces are removed, logs kept
+
+
+def test_traces_hold_every_sampled_token_once(demo_run: Path) -> None:
+    rows = ledger_rows(demo_run)
+    accepted = {r["session_id"]: r for r in rows if r["outcome"] == "accepted"}
+    traces = parquet_rows(demo_run, "traces")
+    assert accepted and traces
+    sampled: Counter[str] = Counter()
+    for t in traces:
+        n = len(t["response_ids"])
+        assert len(t["response_mask"]) == n == len(t["response_logprobs"])
+        for m, lp in zip(t["response_mask"], t["response_logprobs"], strict=True):
+            assert m in (0, 1)
+            assert lp < 0 if m == 1 else lp == 0.0
+        assert t["session_id"] in accepted and t["outcome"] == "accepted" and t["reward"] == 1.0
+        assert t["repo"] == accepted[t["session_id"]]["repo"]
+        sampled[t["session_id"]] += sum(t["response_mask"])
+    # the ledger's sampled-token count of each accepted session == mask-1 tokens of its traces
+    assert sampled == Counter({sid: r["sampled_tokens"] for sid, r in accepted.items()})
+
+
+def test_split_is_instance_grouped_and_repository_stratified(demo_run: Path) -> None:
+    traces = parquet_rows(demo_run, "traces")
+    sessions = parquet_rows(demo_run, "sessions")
+    accepted = {r["session_id"] for r in ledger_rows(demo_run) if r["outcome"] == "accepted"}
+    assert {s["session_id"] for s in sessions} == accepted
+    assert len(sessions) == len(accepted)  # no session twice
+    split_of: dict[str, set[str]] = defaultdict(set)
+    for row in traces + sessions:
+        split_of[row["instance_id"]].add(row["split"])
+    assert all(len(s) == 1 for s in split_of.values())
+    by_repo: dict[str, set[str]] = defaultdict(set)
+    for s in sessions:
+        by_repo[s["repo"]].add(s["split"])
+    assert len(by_repo) == 4
+    for repo, splits in by_repo.items():
+        assert "train" in splits, repo  # every repository keeps training data
+    assert any("test" in s for s in by_repo.values())
+    for s in sessions:  # the SFT view ends with the final assistant turn
+        assert s["messages"] and s["patch"] and s["reward"] == 1.0
+
+
+def test_card_loads_with_datasets_offline(demo_run: Path) -> None:
+    import datasets
+
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
+    card = (demo_run / "README.md").read_text()
+    assert card.startswith("---\n") and "config_name: traces" in card
+    for config in ("traces", "sessions"):
+        ds = datasets.load_dataset(str(demo_run), config)
+        n_parquet = len(parquet_rows(demo_run, config))
+        assert sum(len(split) for split in ds.values()) == n_parquet
+
+
+def test_two_shards_merged_equal_one_run(demo_run: Path, tmp_path: Path) -> None:
+    shard_dirs = []
+    for i in range(2):
+        out = tmp_path / f"shard-{i}"
+        r = run_generate(DEMO, out, extra=("--shard", f"{i}/2"))
+        assert r.returncode == 0, r.stderr[-3000:]
+        shard_dirs.append(out)
+    merged = tmp_path / "merged"
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "polar_cli.cli",
+            "merge",
+            *map(str, shard_dirs),
+            "--out",
+            str(merged),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    one = {r["session_id"]: r["outcome"] for r in ledger_rows(demo_run)}
+    two = {r["session_id"]: r["outcome"] for r in ledger_rows(merged)}
+    assert two == one  # the scripted policies are a function of the session, so outcomes agree
+    split_one = {s["instance_id"]: s["split"] for s in parquet_rows(demo_run, "sessions")}
+    split_two = {s["instance_id"]: s["split"] for s in parquet_rows(merged, "sessions")}
+    assert split_two == split_one
+    assert stats(merged)["accepted"] == stats(demo_run)["accepted"]
