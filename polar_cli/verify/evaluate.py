@@ -13,15 +13,15 @@ timed out, the runner is missing / killed / found no tests, the log parser faile
 exits normally without reporting any test was silenced by the patch: tests_failed. Only
 `accepted` has reward 1.0.
 
-The test command runs as `bash -c "<test_cmd> <files>"` in the repository with the runtime's
-clean environment plus `env`; for the local runtime the caller puts a Python with pytest on PATH
+The test command (runners.py: the row's, a SWE-bench table entry, or `verify.test_cmd`) runs as
+`bash -c "<test_cmd> <test files>"` in the repository with the runtime's clean environment
+plus `env`; for the local runtime the caller puts a Python with pytest on PATH
 (the demo tasks use `python -m pytest -rA`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,10 +30,10 @@ from typing import Any
 from polar_cli.errors import InfraError, VerifyError
 from polar_cli.records import Outcome, Task, TestResult
 from polar_cli.runtime.base import ExecResult, Runtime
-from polar_cli.verify import grading
+from polar_cli.verify import grading, runners
 from polar_cli.verify.logs import parse_log
 
-DEFAULT_TEST_CMD = "pytest -rA"
+DEFAULT_TEST_CMD = runners.DEFAULT_TEST_CMD
 GIT_TIMEOUT_S = 120.0  # one git / patch command inside the runtime
 LOG_MAX_CHARS = 2_000_000  # keep the tail of a runaway log
 REASON_TAIL_CHARS = 800
@@ -156,8 +156,8 @@ class _Evaluator:
                 why = "the task's test patch does not apply: " + _tail(tp_log)
                 return self.finish(Outcome.EVAL_ERROR, why)
         files = grading.directives_for(task.test_patch, test_ids)
-        cmd = task.test_cmd or test_cmd or DEFAULT_TEST_CMD
-        script = f"{cmd} {' '.join(shlex.quote(f) for f in files)} 2>&1"
+        runner = runners.runner_for(task, test_cmd)
+        script = runners.shell_line(runner, files)
         res = await self.run(["bash", "-c", script], timeout_s)
         log = (res.stdout + res.stderr)[-LOG_MAX_CHARS:]
         common: dict[str, Any] = {
@@ -168,7 +168,7 @@ class _Evaluator:
         if res.timed_out:
             why = f"the test run timed out after {timeout_s:g} s"
             return self.finish(Outcome.EVAL_ERROR, why, **common)
-        parsed = parse_log(log, task.log_parser)
+        parsed = parse_log(log, runner.log_parser)
         if not parsed.statuses:
             return self.finish(*_no_results(res.exit_code, log), **common)
         outcome, tests = grading.grade(task.fail_to_pass, task.pass_to_pass, parsed.statuses)
