@@ -146,6 +146,10 @@ def test_real_harness_solves_tiny_task_through_gateway(
     assert run.status == "ok", f"{kind}: exit {run.exit_code}\n{run.log_tail}"
     # the patch is the gold change, and applies to a pristine clone
     assert "-    return a - b\n+    return a + b" in run.patch, run.patch + run.log_tail
+    # ... and nothing else: files a harness writes for itself are not part of it
+    assert [ln for ln in run.patch.splitlines() if ln.startswith("diff --git")] == [
+        "diff --git a/calc.py b/calc.py"
+    ], run.patch
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", task.snapshot or "", str(clone)], check=True)
     subprocess.run(["git", "-C", str(clone), "apply"], input=run.patch.encode(), check=True)
