@@ -5,6 +5,7 @@ clone of the task's snapshot, `git diff`."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -268,3 +269,17 @@ def test_cli_verify_with_a_patch_file(tasks: dict[str, Task], tmp_path: Path) ->
     patches.write_text(json.dumps({"instance_id": "nope__nope-1", "patch": "x"}) + "\n")
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 2 and "not in the task set" in proc.stderr
+
+
+def test_missing_runner_and_broken_test_patch_are_eval_errors(
+    tasks: dict[str, Task], tmp_path: Path
+) -> None:
+    task = tasks["polar-demo__spans-3"]
+    no_runner = dataclasses.replace(task, test_cmd="polar-no-such-test-runner -rA")
+    ev = verify_one(no_runner, task.patch, tmp_path / "a")
+    assert ev.outcome is Outcome.EVAL_ERROR and "runner is missing" in ev.reason
+    # the test patch names a file the repository does not have
+    missing = task.test_patch.replace("tests/test_duration.py", "tests/test_gone.py")
+    broken = dataclasses.replace(task, test_patch=missing.replace("index ", "index 0", 1))
+    ev = verify_one(broken, task.patch, tmp_path / "b")
+    assert ev.outcome is Outcome.EVAL_ERROR and "test patch does not apply" in ev.reason
