@@ -319,6 +319,7 @@ class Gateway:
             raise
         except TimeoutError:
             session.errors += 1
+            session.upstream_errors += 1
             await self._abort(req.call_id)
             return None, self._error(
                 protocol,
@@ -330,6 +331,7 @@ class Gateway:
             return None, self._error(protocol, ErrorKind.CONTEXT_OVERFLOW, str(exc))
         except UpstreamError as exc:
             session.errors += 1
+            session.upstream_errors += 1
             kind = {
                 504: ErrorKind.TIMEOUT,
                 503: ErrorKind.OVERLOADED,
@@ -338,6 +340,7 @@ class Gateway:
             return None, self._error(protocol, kind, f"model server error: {exc}")
         except Exception as exc:
             session.errors += 1
+            session.upstream_errors += 1
             log.warning("upstream call %s failed: %r", req.call_id, exc)
             return None, self._error(protocol, ErrorKind.UPSTREAM, f"model server error: {exc!r}")
 

@@ -35,6 +35,9 @@ class SessionStats:
     sampled_tokens: int  # response tokens of those calls
     prompt_tokens: int  # prompt tokens of those calls (sum)
     errors: int  # requests answered with an error (bad request, upstream failure, ...)
+    # the part of `errors` that was the model server's fault (failure, timeout; not a context
+    # overflow): the pipeline scores a harness that died of these as infra_error, not the model's
+    upstream_errors: int
     disconnects: int  # calls whose client went away before delivery (aborted, not recorded)
     in_flight: int  # calls being served right now
     last_prompt_tokens: int  # prompt length of the latest recorded call
@@ -56,6 +59,7 @@ class Session:
         self.sampled_tokens = 0
         self.prompt_tokens = 0
         self.errors = 0
+        self.upstream_errors = 0
         self.disconnects = 0
         self.in_flight = 0
         self.last_prompt_tokens = 0
@@ -103,6 +107,7 @@ class Session:
             sampled_tokens=self.sampled_tokens,
             prompt_tokens=self.prompt_tokens,
             errors=self.errors,
+            upstream_errors=self.upstream_errors,
             disconnects=self.disconnects,
             in_flight=self.in_flight,
             last_prompt_tokens=self.last_prompt_tokens,

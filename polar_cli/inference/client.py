@@ -17,6 +17,7 @@ failure -> UpstreamError(502); timeout -> UpstreamError(504); a 200 without the 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import aiohttp
@@ -60,6 +61,24 @@ _OVERFLOW_MARKERS = (
     "longer than the model's context length",
     "exceeds the model's maximum context length",
 )
+# SGLang refuses prompt + max_tokens > context ("Requested token count exceeds the model's
+# maximum context length of C tokens. You requested a total of T tokens: N tokens from the
+# input messages and M tokens for the completion."). Harnesses ask for 16k-32k output tokens
+# whatever the prompt length, so a long session would fail although the prompt still fits:
+# the client then retries once with the completion budget that does fit (what OpenAI-style
+# servers do themselves), and reports a real overflow only when the prompt alone does not fit.
+_BUDGET_RE = re.compile(
+    r"maximum context length of (\d+) tokens.*?: (\d+) tokens from the input", re.S
+)
+
+
+def fitted_budget(message: str) -> int | None:
+    """The largest completion budget that fits, from SGLang's over-budget error, or None."""
+    m = _BUDGET_RE.search(message)
+    if m is None:
+        return None
+    room = int(m.group(1)) - int(m.group(2)) - 1
+    return room if room >= 1 else None
 
 
 def build_body(
@@ -197,6 +216,18 @@ class SGLangClient:
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         body = build_body(request, enable_thinking=self.enable_thinking, sampling=self.sampling)
+        try:
+            return await self._post_chat(request, body)
+        except ContextOverflowError as exc:
+            budget = fitted_budget(str(exc))
+            if budget is None:
+                raise
+            for key in ("max_tokens", "max_completion_tokens"):
+                if key in body:
+                    body[key] = min(int(body[key]), budget)
+            return await self._post_chat(request, body)
+
+    async def _post_chat(self, request: ChatRequest, body: dict[str, Any]) -> ChatResult:
         headers = {SESSION_HEADER: request.session_id, INSTANCE_HEADER: request.instance_id}
         url = f"{self.base_url}/v1/chat/completions"
         try:

@@ -357,7 +357,7 @@ def decide_outcome(
     harness_run: Any, gateway_stats: Any, completions: list[Completion], evaluation: Any
 ) -> tuple[Outcome, str]:
     """The outcome rules of the module docstring, as a pure function."""
-    upstream_errors = int(getattr(gateway_stats, "upstream_errors", 0) or 0)
+    upstream_errors = gateway_stats.upstream_errors if gateway_stats is not None else 0
     tail = (harness_run.log_tail or "").strip()
     if evaluation is not None and evaluation.outcome == Outcome.ACCEPTED:
         return Outcome.ACCEPTED, ""
