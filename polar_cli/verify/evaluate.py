@@ -37,7 +37,7 @@ DEFAULT_TEST_CMD = runners.DEFAULT_TEST_CMD
 GIT_TIMEOUT_S = 120.0  # one git / patch command inside the runtime
 LOG_MAX_CHARS = 2_000_000  # keep the tail of a runaway log
 REASON_TAIL_CHARS = 800
-_MISSING_RUNNER = ("No module named pytest", "command not found", "No such file or directory")
+_MISSING_RUNNER = ("No module named pytest", "command not found", "can't open file")
 
 # Restores each named file to the base commit (HEAD of the fresh clone) or deletes it when the
 # base commit has no such file. argv: the files.
@@ -118,7 +118,9 @@ class _Evaluator:
         git = await self.run(["git", "apply", "-v", "-"], GIT_TIMEOUT_S, data)
         if git.exit_code == 0:
             return "git apply", git.stdout + git.stderr
-        fuzzy = await self.run(["patch", "--batch", "--fuzz=5", "-p1"], GIT_TIMEOUT_S, data)
+        fuzzy = await self.run(
+            ["patch", "--batch", "--fuzz=5", "-p1", "--no-backup-if-mismatch"], GIT_TIMEOUT_S, data
+        )
         if fuzzy.exit_code == 0:
             return "patch", git.stderr + fuzzy.stdout + fuzzy.stderr
         attempts = (
