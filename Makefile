@@ -1,15 +1,21 @@
 # polar-cli developer tasks. `make install` then `make test` is all a new machine needs
-# (plus the system packages .ci/run installs: bubblewrap, git, node/npm).
+# (plus the system packages .ci/run installs: bubblewrap, git, patch, node/npm, shellcheck).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
 .PHONY: install test test-fast lint format bench clean
 
+HARNESSES := pi codex claude_code qwen_code gemini_cli
+
 install:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# the scripted backend's offline Qwen tokenizers (built lazily otherwise: seconds per process)
+	$(BIN)/python -m polar_cli.inference.tokenizer --build --name qwen3 --name qwen3.5
+	# the five pinned harnesses (+ a Node 22 binary), once, into the shared cache (~/.cache/polar)
+	for h in $(HARNESSES); do $(BIN)/polar harness install $$h || exit 1; done
 
 test:
 	$(BIN)/pytest
