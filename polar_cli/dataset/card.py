@@ -29,8 +29,21 @@ def split_pattern(config: str, split: str) -> str:
     return f"data/{config}/{split}-*.parquet"
 
 
-def card_header(splits_by_config: Mapping[str, Sequence[str]], pretty_name: str) -> dict[str, Any]:
-    """The YAML metadata: one config per entry of `splits_by_config` (in CONFIGS order)."""
+def card_header(
+    splits_by_config: Mapping[str, Sequence[str]],
+    pretty_name: str,
+    rows: Mapping[str, Mapping[str, int]] | None = None,
+    download_sizes: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """The YAML metadata: one config per entry of `splits_by_config` (in CONFIGS order), and
+    with `rows` a `dataset_info` entry per config (split sizes, Parquet bytes).
+
+    `dataset_info` matters beyond display: `datasets` 5.2 keys its cache of a local directory by
+    the directory's *name*, the config name and a hash of the card metadata -- not by the files.
+    Without sizes in the metadata, loading `runs/a/run` after `runs/b/run` (or after a resume
+    rewrote the shards) silently returned the cached rows of the other one. The sizes change
+    the hash whenever the data change, and `datasets` verifies the split sizes it generates.
+    """
     configs = []
     for config in CONFIGS:
         splits = list(splits_by_config.get(config, ()))
@@ -43,8 +56,21 @@ def card_header(splits_by_config: Mapping[str, Sequence[str]], pretty_name: str)
         if config == CONFIGS[0]:
             entry["default"] = True
         configs.append(entry)
+    infos = [
+        {
+            "config_name": c["config_name"],
+            "splits": [
+                {"name": s["split"], "num_examples": int(rows[c["config_name"]][s["split"]])}
+                for s in c["data_files"]
+            ],
+            "download_size": int((download_sizes or {}).get(c["config_name"], 0)),
+        }
+        for c in configs
+        if rows is not None
+    ]
     return {
         "configs": configs,
+        **({"dataset_info": infos} if infos else {}),
         "pretty_name": pretty_name,
         "tags": ["polar", "agent-trajectories", "swe", "token-level"],
         "polar_schema_version": DATASET_SCHEMA_VERSION,
@@ -104,9 +130,14 @@ def render_card(
     test_fraction: float,
     split_instances: Mapping[str, int],
     harness: str = "",
+    download_sizes: Mapping[str, int] | None = None,
 ) -> str:
-    """README.md text. `rows[config][split]` are the row counts written."""
-    header = yaml.safe_dump(card_header(splits_by_config, name), sort_keys=False)
+    """README.md text. `rows[config][split]` are the row counts written, `download_sizes`
+    the Parquet bytes per config."""
+    header = yaml.safe_dump(
+        card_header(splits_by_config, name, rows=rows, download_sizes=download_sizes),
+        sort_keys=False,
+    )
     rows_table = "\n".join(
         f"| {config} | {split} | {n} |"
         for config in CONFIGS
@@ -181,7 +212,31 @@ def check_card(out_dir: Path) -> list[str]:
                 )
             for s in hits:
                 claimed[s] += 1
+    problems += _check_sizes(out_dir, header, shards)
     for shard, n in claimed.items():
         if n != 1:
             problems.append(f"{shard} is declared by {n} splits (must be exactly one)")
+    return problems
+
+
+def _check_sizes(out_dir: Path, header: Mapping[str, Any], shards: Sequence[str]) -> list[str]:
+    """`dataset_info` split sizes against the Parquet files' row counts."""
+    import pyarrow.parquet as pq
+
+    problems = []
+    for info in header.get("dataset_info") or []:
+        config = info.get("config_name", "?")
+        for split in info.get("splits") or []:
+            pattern = split_pattern(config, split.get("name", "?"))
+            actual = sum(
+                pq.read_metadata(out_dir / s).num_rows
+                for s in shards
+                if fnmatch.fnmatch(s, pattern)
+            )
+            if actual != split.get("num_examples"):
+                problems.append(
+                    f"{CARD_FILE}: dataset_info says {config}/{split.get('name')} has "
+                    f"{split.get('num_examples')} rows, the files have {actual}: rewrite the card "
+                    "(polar merge, or resume the run)"
+                )
     return problems

@@ -203,6 +203,12 @@ def write_tables(
         test_fraction=cfg.test_fraction,
         split_instances=split_counts(split_of),
         harness=", ".join(harnesses),
+        download_sizes={
+            config: sum(
+                f.stat().st_size for f in (out / shards.DATA_DIR / config).glob("*.parquet")
+            )
+            for config in card.CONFIGS
+        },
     )
     _atomic_write(out / STATS_FILE, json.dumps(stats, indent=2, sort_keys=True) + "\n")
     _atomic_write(out / card.CARD_FILE, text)

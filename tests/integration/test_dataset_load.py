@@ -73,3 +73,18 @@ def test_a_run_without_accepted_sessions_fails_to_load_clearly(tmp_path: Path) -
     write_dataset(tmp_path / "out", rejected, {}, {}, cfg=OutputConfig(), recipe_name="t")
     with pytest.raises(ValueError, match="traces"):
         _load(tmp_path / "out", "traces", tmp_path / "cache")
+
+
+def test_same_directory_name_or_a_rewrite_never_loads_stale_rows(tmp_path: Path) -> None:
+    """datasets keys its cache of a local directory by name + card metadata, not by files: the
+    card's dataset_info sizes must make two runs named `run` (or a rewrite) load their own rows."""
+    cache = tmp_path / "cache"
+    for i, seed in enumerate((1, 2, 3)):
+        out = tmp_path / f"p{i}" / "run"
+        summary = _write(out, synthetic_run(seed=seed))
+        ds = _load(out, "traces", cache)
+        assert {k: v.num_rows for k, v in ds.items()} == dict(summary.rows["traces"])
+    out = tmp_path / "p0" / "run"
+    summary = _write(out, synthetic_run(seed=7))  # a resume rewrote the shards
+    ds = _load(out, "sessions", cache)
+    assert {k: v.num_rows for k, v in ds.items()} == dict(summary.rows["sessions"])

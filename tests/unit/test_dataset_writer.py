@@ -154,3 +154,17 @@ def test_messages_normalise_to_one_shape() -> None:
     )
     assert call["tool_calls"][0]["function"]["arguments"] == '{"x": [1, {"y": 2}]}'
     assert call["tool_calls"][0]["type"] == "function"
+
+
+def test_card_declares_split_sizes_and_the_check_compares_them(tmp_path: Path) -> None:
+    summary = _write(tmp_path, synthetic_run(), test_fraction=0.3)
+    header = parse_header((tmp_path / "README.md").read_text())
+    infos = {i["config_name"]: i for i in header["dataset_info"]}
+    for config, rows in summary.rows.items():
+        assert {s["name"]: s["num_examples"] for s in infos[config]["splits"]} == dict(rows)
+        parquet = (tmp_path / "data" / config).glob("*.parquet")
+        assert infos[config]["download_size"] == sum(p.stat().st_size for p in parquet)
+    card = tmp_path / "README.md"
+    n = summary.rows["traces"]["train"]
+    card.write_text(card.read_text().replace(f"num_examples: {n}\n", f"num_examples: {n + 1}\n", 1))
+    assert any("dataset_info says traces/train" in p for p in check_card(tmp_path))
