@@ -170,7 +170,7 @@ def gateway(
             capture_dir=captures,
             sessions=specs,
             port=port,
-            tasks=load_tasks_if_available(cfg),
+            tasks=load_tasks_if_available(cfg, recipe.resolve().parent),
             on_ready=ready,
         )
     )

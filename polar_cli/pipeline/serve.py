@@ -113,16 +113,14 @@ async def serve_gateway(
             loop.remove_signal_handler(sig)
 
 
-def load_tasks_if_available(recipe: Recipe) -> list[Task]:
-    """The recipe's tasks for the scripted backend's gold patches, when the task loader exists
-    and the source loads; otherwise none (the gateway does not need tasks to serve)."""
-    try:
-        from polar_cli import tasks as tasks_pkg
+def load_tasks_if_available(recipe: Recipe, recipe_dir: Path | None = None) -> list[Task]:
+    """The recipe's tasks, for the scripted backend's gold patches; none (with a warning) when
+    the source does not load -- the gateway itself does not need tasks to serve."""
+    from polar_cli.errors import PolarError
+    from polar_cli.tasks import load_tasks
 
-        loader = getattr(tasks_pkg, "load_tasks", None)
-        if loader is None:
-            return []
-        return list(loader(recipe.tasks))
-    except Exception as exc:  # tasks are optional here: serve without gold patches
+    try:
+        return list(load_tasks(recipe.tasks, base_dir=recipe_dir).tasks)
+    except PolarError as exc:
         log.warning("tasks not loaded (%s); the scripted oracle will have no gold patches", exc)
         return []
