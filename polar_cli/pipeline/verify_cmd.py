@@ -92,9 +92,11 @@ async def verify_in_fresh_runtime(
     verify_cfg: VerifyConfig,
     *,
     session_id: str = "",
+    keep_dir: bool = False,
 ) -> Evaluation:
     """Open a fresh evaluator runtime for `task` (pristine snapshot / image) under `host_dir`,
-    evaluate `patch` in it, tear it down. An InfraError while opening becomes eval_error."""
+    evaluate `patch` in it, tear it down and (unless keep_dir) delete `host_dir`: it holds only
+    the runtime's clone, the log is in the Evaluation. An InfraError becomes eval_error."""
     if not patch.strip():  # nothing to run: do not even open a runtime
         reason = "the patch is empty: nothing to evaluate"
         return Evaluation(task.instance_id, Outcome.NO_PATCH, 0.0, reason=reason)
@@ -117,6 +119,9 @@ async def verify_in_fresh_runtime(
             )
     except InfraError as exc:
         return Evaluation(task.instance_id, Outcome.EVAL_ERROR, 0.0, reason=f"runtime: {exc}")
+    finally:
+        if not keep_dir:
+            await asyncio.to_thread(shutil.rmtree, host_dir, True)
 
 
 def load_patches(spec: str, tasks: list[Task], *, base_dir: Path | None = None) -> dict[str, str]:
@@ -180,7 +185,6 @@ async def verify_all(
             ev = await verify_in_fresh_runtime(
                 cfg, task, patches[task.instance_id], host_dir, verify_cfg
             )
-            shutil.rmtree(host_dir, ignore_errors=True)
             if ev.log:
                 log_path = logs / f"{task.instance_id}.log"
                 log_path.write_text(ev.log, encoding="utf-8")
