@@ -34,6 +34,7 @@ def card_header(
     pretty_name: str,
     rows: Mapping[str, Mapping[str, int]] | None = None,
     download_sizes: Mapping[str, int] | None = None,
+    split_bytes: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
     """The YAML metadata: one config per entry of `splits_by_config` (in CONFIGS order), and
     with `rows` a `dataset_info` entry per config (split sizes, Parquet bytes).
@@ -60,10 +61,19 @@ def card_header(
         {
             "config_name": c["config_name"],
             "splits": [
-                {"name": s["split"], "num_examples": int(rows[c["config_name"]][s["split"]])}
+                {
+                    "name": s["split"],
+                    "num_bytes": int(
+                        (split_bytes or {}).get(c["config_name"], {}).get(s["split"], 0)
+                    ),
+                    "num_examples": int(rows[c["config_name"]][s["split"]]),
+                }
                 for s in c["data_files"]
             ],
             "download_size": int((download_sizes or {}).get(c["config_name"], 0)),
+            "dataset_size": sum(
+                int(v) for v in (split_bytes or {}).get(c["config_name"], {}).values()
+            ),
         }
         for c in configs
         if rows is not None
@@ -131,11 +141,18 @@ def render_card(
     split_instances: Mapping[str, int],
     harness: str = "",
     download_sizes: Mapping[str, int] | None = None,
+    split_bytes: Mapping[str, Mapping[str, int]] | None = None,
 ) -> str:
     """README.md text. `rows[config][split]` are the row counts written, `download_sizes`
     the Parquet bytes per config."""
     header = yaml.safe_dump(
-        card_header(splits_by_config, name, rows=rows, download_sizes=download_sizes),
+        card_header(
+            splits_by_config,
+            name,
+            rows=rows,
+            download_sizes=download_sizes,
+            split_bytes=split_bytes,
+        ),
         sort_keys=False,
     )
     rows_table = "\n".join(

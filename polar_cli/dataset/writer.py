@@ -162,11 +162,12 @@ def write_tables(
 
     staging = shards.staging_dir(out)
     rows: dict[str, dict[str, int]] = {}
+    split_bytes: dict[str, dict[str, int]] = {}
     splits_by_config: dict[str, list[str]] = {}
     files: list[str] = []
     for config, table in tables.items():
         column = table.column(SPLIT_COLUMN).to_pylist()
-        rows[config], splits_by_config[config] = {}, []
+        rows[config], split_bytes[config], splits_by_config[config] = {}, {}, []
         for split in SPLITS:
             part = table.filter(pa.array([s == split for s in column], type=pa.bool_()))
             written = shards.write_split(
@@ -178,6 +179,7 @@ def write_tables(
             )
             if written:
                 rows[config][split] = part.num_rows
+                split_bytes[config][split] = part.nbytes  # Arrow bytes, like datasets' num_bytes
                 splits_by_config[config].append(split)
                 files += [f"{shards.DATA_DIR}/{config}/{p.name}" for p in written]
     shapes = {
@@ -203,6 +205,7 @@ def write_tables(
         test_fraction=cfg.test_fraction,
         split_instances=split_counts(split_of),
         harness=", ".join(harnesses),
+        split_bytes=split_bytes,
         download_sizes={
             config: sum(
                 f.stat().st_size for f in (out / shards.DATA_DIR / config).glob("*.parquet")
