@@ -1,7 +1,7 @@
 """Added latency of the gateway, side by side with the LiteLLM proxy and a bare aiohttp
 pass-through, all forwarding to the same trivially fast fake upstream (one run).
 
-    python tests/bench/bench_gateway.py [--quick] [--no-litellm]
+    python tests/bench/bench_gateway.py [--quick] [--no-litellm] [--litellm-translation]
 
 What is measured, for conversations of ~1k and ~32k tokens at 1 / 16 / 64 concurrent clients:
 p50 / p99 / max latency, the added p50 over calling the upstream directly, requests/s, and CPU
@@ -17,6 +17,11 @@ upstream are not counted). Every server runs in its own process (own process gro
 - litellm : `litellm --config ... --num_workers 1` (litellm[proxy]==1.108.7) in its own venv
             under ~/.cache/polar/bench/litellm-venv, created on first use; skipped with a message
             when it cannot be installed.
+
+`--litellm-translation` instead runs litellm's own request translation (Responses -> chat,
+Anthropic -> chat) on the real harness captures inside the LiteLLM venv and prints what it
+produces and how long it takes, next to the gateway's adapters on the same bodies: the evidence
+behind keeping litellm out of the gateway's hot path.
 
 The fake upstream answers in SGLang's shape with `prompt_token_ids` as long as the prompt (so a
 32k conversation really moves 32k ids through the gateway) and 8 sampled tokens.
@@ -51,7 +56,9 @@ CONCURRENCY = (1, 16, 64)
 CHARS_PER_TOKEN = 4
 START_TIMEOUT_S = 120.0
 KEY = "sk-polar-bench"
+LITELLM_MASTER_KEY = "sk-litellm-bench-only-0123456789"  # loopback-only proxy, never exposed
 TICKS = os.sysconf("SC_CLK_TCK")
+PING_INTERVAL_S = 0.02  # stall probe period
 
 # ---------------------------------------------------------------------- servers (subprocesses)
 
@@ -123,6 +130,7 @@ def serve_bare(port: int, upstream: str) -> None:
     app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)
     app.router.add_post("/{tail:.*}", forward)
+    app.router.add_get("/health", lambda _: web.Response(text="ok"))  # type: ignore[arg-type, return-value]
     web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 
 
@@ -140,12 +148,14 @@ class Server:
 
     def __init__(self, name: str, argv: list[str], url: str, log: Path, env: dict[str, str]):
         self.name, self.url = name, url
+        self.probe = "/health"
         self.log = log.open("w")
         self.proc = subprocess.Popen(
             argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
 
     async def wait_ready(self, probe: str) -> None:
+        self.probe = probe
         deadline = time.monotonic() + START_TIMEOUT_S
         async with aiohttp.ClientSession() as http:
             while time.monotonic() < deadline:
@@ -184,7 +194,7 @@ class Server:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
+            os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -269,6 +279,20 @@ async def load(url: str, headers: dict[str, str], body: bytes, conc: int, n: int
     return lat
 
 
+async def ping_lag(url: str, stop: asyncio.Event) -> float:
+    """Worst latency of a trivial GET to the server while it is under load: how long its event
+    loop can be kept from answering (a stall), independent of the upstream."""
+    worst = 0.0
+    async with aiohttp.ClientSession() as http:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            async with http.get(url) as r:
+                await r.read()
+            worst = max(worst, time.perf_counter() - t0)
+            await asyncio.sleep(PING_INTERVAL_S)
+    return worst
+
+
 def pct(values: list[float], q: float) -> float:
     return (
         statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
@@ -295,9 +319,13 @@ async def measure(
                 )
                 await load(url, headers, body, conc, min(n, 2 * conc + 10))  # warm-up
                 cpu0 = server.cpu_seconds() if server else 0.0
+                stop = asyncio.Event()
+                pinger = asyncio.create_task(ping_lag(server.url + server.probe, stop))
                 t0 = time.perf_counter()
                 lat = await load(url, headers, body, conc, n)
                 wall = time.perf_counter() - t0
+                stop.set()
+                lag = await pinger
                 cpu = (server.cpu_seconds() - cpu0) / n if server else float("nan")
                 rows.append(
                     {
@@ -308,6 +336,7 @@ async def measure(
                         "p50": pct(lat, 50),
                         "p99": pct(lat, 99),
                         "max": max(lat),
+                        "lag": lag,
                         "rps": n / wall,
                         "cpu": cpu,
                     }
@@ -319,14 +348,15 @@ def report(rows: list[dict[str, Any]]) -> None:
     base = {(r["size"], r["conc"]): r for r in rows if r["target"] == "direct"}
     print(
         f"\n{'target':10s} {'size':>4s} {'conc':>4s} {'n':>5s} {'p50 ms':>8s} {'+p50 ms':>8s} "
-        f"{'p99 ms':>8s} {'max ms':>8s} {'req/s':>8s} {'cpu ms/req':>10s}"
+        f"{'p99 ms':>8s} {'max ms':>8s} {'lag ms':>8s} {'req/s':>8s} {'cpu ms/req':>10s}"
     )
     for r in rows:
         d = base[(r["size"], r["conc"])]
         added = (r["p50"] - d["p50"]) * 1e3
         print(
             f"{r['target']:10s} {r['size']:>4s} {r['conc']:>4d} {r['n']:>5d} {r['p50'] * 1e3:8.2f} "
-            f"{added:+8.2f} {r['p99'] * 1e3:8.2f} {r['max'] * 1e3:8.2f} {r['rps']:8.1f} "
+            f"{added:+8.2f} {r['p99'] * 1e3:8.2f} {r['max'] * 1e3:8.2f} {r['lag'] * 1e3:8.2f} "
+            f"{r['rps']:8.1f} "
             f"{r['cpu'] * 1e3:10.2f}"
         )
     get = {(r["target"], r["size"], r["conc"]): r for r in rows}
@@ -367,13 +397,166 @@ def report(rows: list[dict[str, Any]]) -> None:
                 f"  req/s ({size}, best concurrency): polar {pr:.0f} vs LiteLLM {max(lr):.0f} "
                 f"-> {pr / max(lr):.1f}x (target >= 10x): {'MET' if pr >= 10 * max(lr) else 'NOT MET'}"
             )
-    stall = max(
-        r["max"] - base[(r["size"], r["conc"])]["p50"] for r in rows if r["target"] == "polar"
-    )
-    print(
-        f"  worst polar stall (max latency - direct p50, any cell): {stall * 1e3:.1f} ms "
-        f"(target <= 50 ms): {'MET' if stall <= 0.05 else 'NOT MET'}"
-    )
+    for size in SIZES:
+        worst = max(
+            (r for r in rows if r["target"] == "polar" and r["size"] == size),
+            key=lambda r: r["lag"],
+        )
+        ref = base[(size, worst["conc"])]["lag"]
+        print(
+            f"  stall ({size}): worst /health lag of polar under load {worst['lag'] * 1e3:.1f} ms "
+            f"at c={worst['conc']} (direct upstream: {ref * 1e3:.1f} ms; target <= 50 ms): "
+            f"{'MET' if worst['lag'] <= 0.05 else 'NOT MET'}"
+        )
+
+
+LITELLM_TRANSLATION_PROBE = """
+import json, sys, time
+t0 = time.perf_counter()
+from litellm.responses.litellm_completion_transformation.transformation import (
+    LiteLLMCompletionResponsesConfig as R)
+from litellm.llms.anthropic.pass_through.adapters.transformation import AnthropicAdapter
+print(f"litellm import: {time.perf_counter() - t0:.1f} s")
+for path in sys.argv[1:]:
+    body = json.load(open(path))["body"]
+    def run():
+        if "input" in body:
+            rest = {k: v for k, v in body.items() if k not in ("input", "model", "stream")}
+            return R.transform_responses_api_request_to_chat_completion_request(
+                model="openai/fake", input=body["input"], responses_api_request=rest,
+                custom_llm_provider="openai", stream=False)
+        return AnthropicAdapter().translate_completion_input_params(dict(body))
+    try:
+        req = run()
+        t = time.perf_counter()
+        for _ in range(20):
+            run()
+        ms = (time.perf_counter() - t) / 20 * 1e3
+    except Exception as exc:
+        print(f"{path}: FAILED {type(exc).__name__}: {exc}")
+        continue
+    msgs = [dict(m) for m in req["messages"]]
+    roles = sorted({m.get("role") for m in msgs})
+    names = [(t.get("function") or {}).get("name") for t in req.get("tools") or []]
+    extra = sorted(k for k in req if k not in ("messages", "tools", "model", "stream",
+                                               "custom_llm_provider", "max_tokens"))
+    print(f"{path.split('harness-captures/')[-1]}: {ms:.2f} ms/call roles={roles} "
+          f"tools={len(names)} renamed={[n for n in names if '__' in (n or '')][:2]} extra={extra}")
+"""
+
+
+def litellm_translation() -> None:
+    """litellm's request translation vs the gateway's adapters on the real captures."""
+    from polar_cli.gateway.protocols import get_adapter
+    from polar_cli.records import ApiProtocol
+
+    captures = Path(__file__).resolve().parents[3] / "shared" / "reference" / "harness-captures"
+    files = [
+        captures / f
+        for f in (
+            "codex/002.json",
+            "pi-openai-responses/002.json",
+            "claude/003.json",
+            "pi-anthropic-messages/002.json",
+            "qwen-anthropic/002.json",
+        )
+    ]
+    exe = ensure_litellm()
+    if exe is not None:
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
+        py = str(LITELLM_VENV / "bin" / "python")
+        subprocess.run(
+            [py, "-c", LITELLM_TRANSLATION_PROBE, *map(str, files)],
+            env=env,
+            timeout=600,
+            check=False,
+        )
+    for f in files:
+        body = orjson.loads(f.read_bytes())["body"]
+        protocol = (
+            ApiProtocol.OPENAI_RESPONSES if "input" in body else ApiProtocol.ANTHROPIC_MESSAGES
+        )
+        adapter = get_adapter(protocol)
+        t = time.perf_counter()
+        for _ in range(200):
+            parsed = adapter.parse_request(body)
+        ms = (time.perf_counter() - t) / 200 * 1e3
+        roles = sorted({m["role"] for m in parsed.messages})
+        print(
+            f"polar {f.parent.name}/{f.name}: {ms:.3f} ms/call roles={roles} "
+            f"tools={len(parsed.tools)}"
+        )
+
+
+def stage_costs() -> None:
+    """Where one call's CPU goes at each size, stage by stage, in this process (no HTTP):
+    the gateway's own stages and those of the product's SGLang client it calls."""
+    import json
+
+    from polar_cli.gateway.prefix_index import PrefixIndex
+    from polar_cli.gateway.protocols.openai_chat import ADAPTER
+    from polar_cli.inference.client import build_body, parse_result
+    from polar_cli.records import ChatRequest, Completion
+
+    def timed(fn: Any, n: int = 30) -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter() - t0) / n * 1e3
+
+    def one(size_name: str, tokens: int) -> None:
+        raw = orjson.dumps({"model": "m", "messages": conversation(tokens), "stream": True})
+        body = orjson.loads(raw)
+        parsed = ADAPTER.parse_request(body)
+        ids = list(range(tokens))
+        out = [[-0.01, 100 + i, None] for i in range(8)]
+        answer = {
+            "choices": [
+                {
+                    "prompt_token_ids": ids,
+                    "message": {"role": "assistant", "content": "ok"},
+                    "meta_info": {"output_token_logprobs": out},
+                }
+            ]
+        }
+        answer_text = orjson.dumps(answer).decode()
+        result = parse_result(json.loads(answer_text), "m")
+        req = ChatRequest("c", "m", parsed.messages, parsed.tools, parsed.params)
+        rec = Completion(
+            "c",
+            "s",
+            0,
+            ids,
+            result.response_ids,
+            result.response_logprobs,
+            request=body,
+            messages=parsed.messages,
+        )
+        index = PrefixIndex()
+        index.add(ids, "a")
+        stages = {
+            "gateway: orjson.loads(body)": timed(lambda: orjson.loads(raw)),
+            "gateway: adapter.parse_request": timed(lambda: ADAPTER.parse_request(body)),
+            "gateway: render_stream": timed(
+                lambda: b"".join(ADAPTER.render_stream(parsed, result, response_id="x"))
+            ),
+            "gateway: prefix index add": timed(lambda: index.add(ids, "b")),
+            "gateway: capture line (orjson)": timed(
+                lambda: orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE)
+            ),
+            "client: build_body + json.dumps": timed(
+                lambda: json.dumps(build_body(req, enable_thinking=False))
+            ),
+            "client: json.loads(answer)": timed(lambda: json.loads(answer_text)),
+            "client: parse_result": timed(lambda: parse_result(json.loads(answer_text), "m"))
+            - timed(lambda: json.loads(answer_text)),
+        }
+        for name, ms in stages.items():
+            print(f"  {size_name:>4s}  {name:36s} {ms:7.3f}")
+
+    print("\nStage costs per call (ms, this process, no HTTP):")
+    for size_name, tokens in SIZES.items():
+        one(size_name, tokens)
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -455,6 +638,7 @@ async def main(args: argparse.Namespace) -> None:
             )
             ll_env = {
                 **env,
+                "LITELLM_MASTER_KEY": LITELLM_MASTER_KEY,
                 "LITELLM_LOG": "ERROR",
                 "LITELLM_TELEMETRY": "False",
                 "LITELLM_LOCAL_MODEL_COST_MAP": "True",
@@ -469,7 +653,8 @@ async def main(args: argparse.Namespace) -> None:
             servers.append(litellm)
             try:
                 await litellm.wait_ready("/health/liveliness")
-                targets["litellm"] = (litellm.url + "/v1/chat/completions", litellm, json_h, False)
+                ll_h = {**json_h, "Authorization": f"Bearer {LITELLM_MASTER_KEY}"}
+                targets["litellm"] = (litellm.url + "/v1/chat/completions", litellm, ll_h, False)
             except RuntimeError as exc:
                 print(
                     f"[bench] LiteLLM proxy skipped: {exc}: {(tmp / 'litellm.log').read_text()[-800:]}"
@@ -478,6 +663,7 @@ async def main(args: argparse.Namespace) -> None:
             print("[bench] LiteLLM proxy not measured (see above)")
         rows = await measure(targets, args.quick)
         report(rows)
+        stage_costs()
         print(f"\n(logs and the polar capture in {tmp}; machine: {os.cpu_count()} CPUs)")
     finally:
         for server in reversed(servers):
@@ -493,4 +679,13 @@ if __name__ == "__main__":
         parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
         parser.add_argument("--quick", action="store_true", help="fewer requests per cell")
         parser.add_argument("--no-litellm", action="store_true", help="skip the LiteLLM proxy")
-        asyncio.run(main(parser.parse_args()))
+        parser.add_argument(
+            "--litellm-translation",
+            action="store_true",
+            help="compare litellm's request translation on the captures instead",
+        )
+        ns = parser.parse_args()
+        if ns.litellm_translation:
+            litellm_translation()
+        else:
+            asyncio.run(main(ns))
