@@ -36,6 +36,7 @@ Translation choices (each one matters for what the model sees, so they are state
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -79,11 +80,16 @@ _CAMEL = re.compile(r"(?<!^)([A-Z])")
 # --------------------------------------------------------------------------- request
 
 
+@functools.cache
+def _snake(camel: str) -> str:
+    return _CAMEL.sub(r"_\1", camel).lower()
+
+
 def _get(obj: JSON, camel: str) -> Any:
     """obj[camel], or its snake_case spelling."""
     if camel in obj:
         return obj[camel]
-    return obj.get(_CAMEL.sub(r"_\1", camel).lower())
+    return obj.get(_snake(camel))
 
 
 def _media(raw: Any, where: str, *, inline: bool) -> JSON:
@@ -309,7 +315,7 @@ def _params(body: JSON) -> tuple[JSON, bool]:
     }
     where = "generationConfig"
     for camel, name in _GEN_NUMBERS.items():
-        if (value := opt_number(gen, _CAMEL.sub(r"_\1", camel).lower(), where)) is not None:
+        if (value := opt_number(gen, _snake(camel), where)) is not None:
             params[name] = value
     if (max_tokens := opt_int(gen, "max_output_tokens", where)) is not None:
         params["max_tokens"] = max_tokens
