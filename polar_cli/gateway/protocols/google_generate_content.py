@@ -200,14 +200,11 @@ def _system(raw: Any) -> JSON | None:
         return None
     if isinstance(raw, str):
         return {"role": "system", "content": raw} if raw else None
+    parts = _get(expect_dict(raw, "systemInstruction"), "parts") or []
     texts = []
-    for i, part in enumerate(
-        expect_list(
-            _get(expect_dict(raw, "systemInstruction"), "parts") or [], "systemInstruction.parts"
-        )
-    ):
-        part = expect_dict(part, f"systemInstruction.parts[{i}]")
-        texts.append(expect_str(part.get("text"), f"systemInstruction.parts[{i}].text"))
+    for i, part in enumerate(expect_list(parts, "systemInstruction.parts")):
+        at = f"systemInstruction.parts[{i}]"
+        texts.append(expect_str(expect_dict(part, at).get("text"), f"{at}.text"))
     return {"role": "system", "content": "\n".join(texts)} if texts else None
 
 
