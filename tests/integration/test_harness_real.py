@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from polar_cli.gateway import Gateway
+from polar_cli.gateway.fake_upstream import FakeUpstream
 from polar_cli.harness import get_harness
 from polar_cli.harness.base import GatewayEndpoint, HarnessRun
 from polar_cli.inference import open_backend
@@ -170,3 +171,56 @@ def test_real_harness_solves_tiny_task_through_gateway(
     inside = [p for p in home.rglob("*") if p.is_file() and marker.encode() in p.read_bytes()]
     assert inside, "the harness should keep its session state in the runtime's HOME"
     assert files_with_marker(marker, started) == []
+
+
+def _procs_with(marker: str) -> list[str]:
+    found = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and marker.encode() in (p / "cmdline").read_bytes():
+                found.append(p.name)
+        except OSError:
+            continue
+    return found
+
+
+async def _against_fake(
+    kind: str, root: Path, task: Task, upstream: FakeUpstream, timeout_s: float
+) -> HarnessRun:
+    harness = get_harness(HarnessConfig(kind=kind, max_retries=0))  # type: ignore[arg-type]
+    tree = await harness.install(CACHE)
+    async with Gateway(upstream) as gw:
+        key = gw.register_session(
+            "sess-f", instance_id=task.instance_id, harness=kind, capture_path=root / "c.jsonl"
+        )
+        endpoint = GatewayEndpoint(base_url=gw.base_url, key=key, model="polar-model")
+        spec = RuntimeSpec("sess-f", task, root / "session" / "agent", harness_dir=tree)
+        async with open_runtime(LocalRuntime(sandbox="bwrap"), spec) as rt:
+            return await harness.run(
+                rt, task, endpoint, timeout_s=timeout_s, log_path=root / "session" / "h.log"
+            )
+
+
+@pytest.mark.parametrize("kind", ["pi", "codex", "claude_code", "qwen_code", "gemini_cli"])
+def test_real_harness_model_error_is_an_error_with_log_tail(kind: str, tmp_path: Path) -> None:
+    task = make_task(tmp_path / "task", "x")
+    upstream = FakeUpstream(mode="overflow")  # the gateway answers 400 in kind
+    run = asyncio.run(_against_fake(kind, tmp_path, task, upstream, timeout_s=RUN_TIMEOUT_S))
+    assert run.status == "error", run.log_tail
+    assert run.exit_code != 0
+    assert run.log_tail.strip(), "the harness's own error message is kept"
+    assert run.patch == ""
+    assert len(upstream.calls) >= 1
+
+
+@pytest.mark.parametrize("kind", ["pi", "claude_code"])
+def test_real_harness_stalled_model_times_out_and_is_killed(kind: str, tmp_path: Path) -> None:
+    marker = f"polar-stall-{uuid.uuid4().hex}"
+    task = make_task(tmp_path / "task", marker)
+    upstream = FakeUpstream(mode="stall", stall_s=3600.0)
+    run = asyncio.run(_against_fake(kind, tmp_path, task, upstream, timeout_s=12.0))
+    assert run.status == "timeout", run.log_tail
+    assert run.exit_code == -1
+    assert "[killed: no exit after" in run.log_tail
+    assert len(upstream.calls) >= 1  # it really was waiting on the model
+    assert _procs_with(marker) == []  # the harness (its prompt is in its argv) is gone
