@@ -98,14 +98,13 @@ def _read_file(path: Path, start: int) -> list[RawRow]:
 
 
 def _read_jsonl(path: Path, start: int) -> list[RawRow]:
-    rows = []
+    """One row per non-blank line; a line that is not JSON becomes a row with an error."""
+    rows: list[RawRow] = []
     with path.open(encoding="utf-8") as fh:
-        lineno = 0
-        for lineno_1, line in enumerate(fh, start=1):
+        for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
-            index, origin = start + lineno, f"{path.name}:{lineno_1}"
-            lineno += 1
+            index, origin = start + len(rows), f"{path.name}:{lineno}"
             try:
                 rows.append(RawRow(index, origin, path.parent, json.loads(line)))
             except json.JSONDecodeError as exc:
