@@ -212,7 +212,7 @@ def harness_install(
     from polar_cli.recipe.schema import HarnessConfig
 
     cls = harness_class(name)  # RecipeError naming the valid harnesses
-    harness = cls(HarnessConfig(kind=name, version=version))  # type: ignore[arg-type]
+    harness = cls(HarnessConfig.model_validate({"kind": name, "version": version}))
     tree = asyncio.run(harness.install(cache_dir.expanduser(), version))
     typer.echo(f"{name} {version or harness.version}: {tree}")
 
