@@ -5,10 +5,11 @@ parent linked.
 
 Only the edges are faked: the model is the scripted CPU stand-in. The gateway runs as the real
 CLI subprocess; pi is the real npm package, installed once per machine into a cache directory
-(`npm install --prefix`; the harness package's own installer will replace this fixture)."""
+(polar_cli.harness.install, the same installer the pipeline uses)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -17,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,33 +62,16 @@ def _run_group(argv: list[str], timeout: float, **kw: object) -> subprocess.Comp
 
 @pytest.fixture(scope="session")
 def pi_bin() -> Path:
-    if shutil.which("npm") is None or shutil.which("node") is None:
-        pytest.skip("node/npm not installed (apt-get install nodejs npm)")
-    tree = Path("~/.cache/polar/test-harness").expanduser() / f"pi-{PI_VERSION}"
-    binary = tree / "node_modules" / ".bin" / "pi"
-    if not binary.exists():
-        tmp = tree.with_name(f"{tree.name}.tmp-{uuid.uuid4().hex[:8]}")
-        tmp.mkdir(parents=True)
-        proc = _run_group(
-            [
-                "npm",
-                "install",
-                "--prefix",
-                str(tmp),
-                "--no-audit",
-                "--no-fund",
-                f"{PI_PACKAGE}@{PI_VERSION}",
-            ],
-            NPM_TIMEOUT_S,
-        )
-        if proc.returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            pytest.fail(f"npm install {PI_PACKAGE}@{PI_VERSION} failed:\n{proc.stderr[-3000:]}")
-        try:
-            tmp.rename(tree)
-        except OSError:  # another process won the race
-            shutil.rmtree(tmp, ignore_errors=True)
-    return binary
+    """pi's entry point in the shared harness cache, installed by the harness package's own
+    installer (npm package + Node 22 tree, once per machine, safe under concurrency)."""
+    if shutil.which("npm") is None:
+        pytest.skip("npm not installed (apt-get install nodejs npm)")
+    from polar_cli.harness.install import install_tree
+
+    cache = Path("~/.cache/polar/harness").expanduser()
+    coro = install_tree("pi", PI_PACKAGE, PI_VERSION, "pi", cache)
+    tree = asyncio.run(asyncio.wait_for(coro, NPM_TIMEOUT_S))
+    return tree / "node_modules" / ".bin" / "pi"
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +150,7 @@ def test_pi_two_turn_tool_exchange(
     (work / "hello_pi.txt").write_text("hi\n")
     subprocess.run(["git", "init", "-q"], cwd=work, check=True)
     env = {
-        "PATH": os.environ["PATH"],
+        "PATH": f"{pi_bin.parents[2] / 'bin'}:{os.environ['PATH']}",  # the tree's own node
         "HOME": str(tmp_path),
         "PI_CODING_AGENT_DIR": str(agent_dir),
         "PI_OFFLINE": "1",
