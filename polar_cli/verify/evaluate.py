@@ -42,11 +42,18 @@ _MISSING_RUNNER = ("No module named pytest", "command not found", "can't open fi
 # Restores each named file to the base commit (HEAD of the fresh clone) or deletes it when the
 # base commit has no such file. argv: the files.
 _RESTORE_SH = r"""
+g() { git -c core.hooksPath=/dev/null "$@"; }
 for f in "$@"; do
-  if git cat-file -e "HEAD:$f" 2>/dev/null; then git checkout -q HEAD -- "$f"
+  if g cat-file -e "HEAD:$f" 2>/dev/null; then g checkout -q HEAD -- "$f"
   else rm -rf -- "$f"; fi
 done
 """
+# No repository hook may run during the evaluator's own git calls.
+GIT = ("git", "-c", "core.hooksPath=/dev/null")
+
+
+def _is_git_internal(path: str) -> bool:
+    return path == ".git" or path.startswith(".git/") or "/.git/" in path
 
 
 @dataclass(frozen=True)
@@ -114,8 +121,11 @@ class _Evaluator:
 
     async def apply(self, patch: str) -> tuple[str, str]:
         """("git apply" | "patch" | "", log of the attempts)."""
+        inside_git = sorted(p for p in grading.patch_paths(patch) if _is_git_internal(p))
+        if inside_git:  # hooks / config there would run code during the evaluator's git calls
+            return "", f"the patch writes inside .git: {', '.join(inside_git[:3])}"
         data = (patch if patch.endswith("\n") else patch + "\n").encode()
-        git = await self.run(["git", "apply", "-v", "-"], GIT_TIMEOUT_S, data)
+        git = await self.run([*GIT, "apply", "-v", "-"], GIT_TIMEOUT_S, data)
         if git.exit_code == 0:
             return "git apply", git.stdout + git.stderr
         fuzzy = await self.run(
@@ -129,9 +139,9 @@ class _Evaluator:
         return "", attempts
 
     async def changed_files(self) -> list[str]:
-        tracked = await self.run(["git", "diff", "--name-only", "-z", "HEAD"], GIT_TIMEOUT_S)
+        tracked = await self.run([*GIT, "diff", "--name-only", "-z", "HEAD"], GIT_TIMEOUT_S)
         # No --exclude-standard: a patch must not hide a new conftest.py behind .gitignore.
-        new = await self.run(["git", "ls-files", "--others", "-z"], GIT_TIMEOUT_S)
+        new = await self.run([*GIT, "ls-files", "--others", "-z"], GIT_TIMEOUT_S)
         if tracked.exit_code != 0 or new.exit_code != 0:
             raise VerifyError(f"git could not list changed files: {tracked.stderr}{new.stderr}")
         return sorted({p for p in (tracked.stdout + new.stdout).split("\0") if p})

@@ -283,3 +283,15 @@ def test_missing_runner_and_broken_test_patch_are_eval_errors(
     broken = dataclasses.replace(task, test_patch=missing.replace("index ", "index 0", 1))
     ev = verify_one(broken, task.patch, tmp_path / "b")
     assert ev.outcome is Outcome.EVAL_ERROR and "test patch does not apply" in ev.reason
+
+
+def test_patch_writing_inside_dot_git_is_refused(tasks: dict[str, Task], tmp_path: Path) -> None:
+    task = tasks["polar-demo__unitconv-2"]
+    hook = (
+        "diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\n"
+        "new file mode 100755\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n"
+        "@@ -0,0 +1,2 @@\n+#!/bin/sh\n+rm -rf tests\n"
+    )
+    ev = verify_one(task, task.patch + hook, tmp_path)
+    assert ev.outcome is Outcome.PATCH_APPLY_FAILED
+    assert "writes inside .git: .git/hooks/post-checkout" in ev.reason
