@@ -16,6 +16,7 @@ crash and is reported as corruption instead of being skipped silently.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from polar_cli.dataset.stats import LedgerEntry
-from polar_cli.errors import InputError, RecipeError
+from polar_cli.errors import InputError, RecipeError, SetupError
 from polar_cli.recipe import Recipe
 from polar_cli.reconstruct.result import ReconstructStats
 from polar_cli.records import SessionResult
@@ -101,7 +102,8 @@ def _scan(path: Path) -> _Scan:
 class Ledger:
     """Append-only JSONL of SessionResult rows; safe to read after `kill -9` at any moment.
 
-    `append` is thread-safe and blocking (one write + fsync, about a millisecond on local
+    The first `append` takes an exclusive lock on the file (held until `close` or process
+    exit): one writer per run directory. `append` is thread-safe and blocking (one write + fsync, about a millisecond on local
     disks); call it through `asyncio.to_thread` from a busy event loop if that matters.
     """
 
@@ -114,9 +116,21 @@ class Ledger:
 
     def _open_for_append(self) -> int:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        scan = _scan(self.path)
         created = not self.path.exists()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            # one writer per run directory: a second `polar generate` on it (e.g. a Slurm requeue
+            # while the old job still runs) would run sessions twice. The kernel drops the lock
+            # when the holder dies, so a killed run never blocks its resume.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SetupError(
+                f"another process is writing {self.path}: wait for that run to finish (or stop "
+                "it) before resuming this directory; two runs in one directory would run "
+                "sessions twice"
+            ) from None
+        scan = _scan(self.path)  # under the lock: nobody else appends now
         if scan.torn:
             # drop the torn tail so the next row starts on a line of its own
             os.ftruncate(fd, scan.valid_bytes)

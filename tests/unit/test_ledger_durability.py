@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from polar_cli.errors import InputError
+from polar_cli.errors import InputError, SetupError
 from polar_cli.pipeline.ledger import Ledger, write_entries
 from polar_cli.reconstruct.result import ReconstructStats
 from polar_cli.records import SessionResult
@@ -164,3 +164,17 @@ def test_cut_at_every_byte_reads_a_prefix_and_appends_cleanly(tmp_path: Path) ->
         with Ledger(cut) as ledger:
             ledger.append(_result(9))
         assert Ledger(cut).results() == [*got, _result(9)]
+
+
+def test_one_writer_per_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    first = Ledger(path)
+    first.append(_result(0))
+    second = Ledger(path)
+    with pytest.raises(SetupError, match="another process is writing"):
+        second.append(_result(1))
+    assert second.results() == [_result(0)]  # reading needs no lock
+    first.close()
+    second.append(_result(1))  # the lock went with the first writer
+    second.close()
+    assert [r.session_id for r in Ledger(path).results()] == ["s0", "s1"]
