@@ -26,9 +26,10 @@ from polar_cli.records import TestStatus
 PYTEST_PARSERS = (None, "", "parse_log_pytest", "pytest")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PYTEST_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (.+)$")
-_PYTEST_SUMMARY = re.compile(
-    r"^=+ .*\b(passed|failed|errors?|skipped|xfailed|xpassed|deselected|no tests ran)\b"
-    r".* in [\d.]+s.*=+$"
+_VERBOSE_LINE = re.compile(r"^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
+_PYTEST_SUMMARY = re.compile(  # "=== 3 passed, 1 skipped in 0.12s ===" (or bare, with -q)
+    r"^(=+ )?.*\b(passed|failed|errors?|skipped|xfailed|xpassed|deselected|no tests ran)\b"
+    r".* in [\d.]+s\b.*?( =+)?$"
 )
 # pytest's words -> ours. XFAIL counts as passed and XPASS as passed, as in SWE-bench grading.
 _STATUS = {
@@ -67,16 +68,19 @@ def parse_pytest(log: str) -> ParsedLog:
     summary_seen = False
     for raw in log.splitlines():
         line = _ANSI.sub("", raw).rstrip()
-        if _PYTEST_SUMMARY.match(line):
-            summary_seen = True
-            continue
         m = _PYTEST_LINE.match(line)
-        if m is None:
+        v = None if m else _VERBOSE_LINE.match(line)
+        if m is not None:
+            word, rest = m.groups()
+            if word == "SKIPPED" and rest.startswith("["):
+                continue  # "SKIPPED [2] path:12: reason" counts skips, it names no test
+            failed = word in ("FAILED", "ERROR")
+            name = rest.split(" - ")[0].strip() if failed else rest.split()[0]
+        elif v is not None:
+            name, word = v.groups()
+        else:
+            summary_seen = summary_seen or bool(_PYTEST_SUMMARY.match(line))
             continue
-        word, rest = m.groups()
-        if word == "SKIPPED" and rest.startswith("["):
-            continue  # "SKIPPED [2] path:12: reason" counts skips, it names no test
-        name = rest.split(" - ")[0].strip() if word in ("FAILED", "ERROR") else rest.split()[0]
         status = _STATUS[word]
         old = statuses.get(name)
         if old is not None and old != status:

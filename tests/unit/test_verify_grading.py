@@ -178,3 +178,22 @@ def test_pytest_settings_added_to_shared_config_files_are_protected() -> None:
     assert tampered_configs(patch) == {"pyproject.toml"}
     changed = ["pyproject.toml", "setup.cfg", "pkg/hooks.py"]
     assert protected_paths(changed, "", [], patch) == ["pyproject.toml"]
+
+
+def test_quiet_summary_and_failure_messages_that_look_like_summaries() -> None:
+    quiet = "PASSED t.py::test_a\nFAILED t.py::test_b - assert '1 passed in 2s'\n1 failed, 1 passed in 0.02s\n"
+    parsed = parse_log(quiet)
+    assert parsed.summary_seen
+    assert parsed.statuses["t.py::test_b"] is Status.FAILED
+    assert not parse_log("PASSED t.py::test_a\n").summary_seen
+
+
+def test_verbose_lines_count_too() -> None:
+    log = "tests/t.py::test_a PASSED [ 50%]\ntests/t.py::test_b FAILED [100%]\n==== 1 failed, 1 passed in 0.1s ====\n"
+    parsed = parse_log(log)
+    assert parsed.statuses == {
+        "tests/t.py::test_a": Status.PASSED,
+        "tests/t.py::test_b": Status.FAILED,
+    }
+    spoof = "tests/t.py::test_b FAILED [100%]\n" + "PASSED tests/t.py::test_b\n"
+    assert parse_log(spoof).conflicts == ("tests/t.py::test_b",)
