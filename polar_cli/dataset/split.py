@@ -31,7 +31,9 @@ def count_test(n: int, test_fraction: float) -> int:
     """How many of a repository's n instances go to test (see the module docstring)."""
     if n <= 1 or test_fraction <= 0:
         return 0
-    return min(math.floor(n * test_fraction + 0.5), n - 1)
+    # round the product to 9 decimals first so 45 * 0.7 (= 31.499999999999996 in binary floating
+    # point) rounds half up to 32 as the decimal rule says
+    return min(math.floor(round(n * test_fraction, 9) + 0.5), n - 1)
 
 
 def _rank_key(seed: int, repo: str, instance_id: str) -> bytes:

@@ -48,6 +48,8 @@ def test_rounding_rule_for_small_repositories() -> None:
     assert count_test(2, 0.5) == 1  # never the whole repository
     assert count_test(3, 0.9) == 2
     assert count_test(10, 0.0) == 0
+    assert count_test(45, 0.7) == 32  # 31.5 -> 32 although 45 * 0.7 < 31.5 in binary
+    assert count_test(50, 0.29) == 15  # 14.5 -> 15 although 50 * 0.29 < 14.5 in binary
 
 
 def test_seed_changes_which_instances_are_test() -> None:
