@@ -1,7 +1,8 @@
-"""A real harness against `polar gateway`: pi (@mariozechner/pi-coding-agent, pinned) in each of
-its four API modes completes a two-turn tool-using exchange (scripted backend, oracle policy:
-a shell tool call first, then a final text), and every call lands in the capture with its
-parent linked.
+"""Real harnesses against `polar gateway`: pi (@mariozechner/pi-coding-agent, pinned) in each of
+its four API modes, and codex (Responses), Claude Code (Anthropic Messages), Qwen Code (Chat
+Completions) and Gemini CLI (generateContent), each complete a two-turn tool-using exchange
+(scripted backend, oracle policy: a shell tool call first, then a final text), and every call
+lands in the capture with its parent linked.
 
 Only the edges are faked: the model is the scripted CPU stand-in. The gateway runs as the real
 CLI subprocess; pi is the real npm package, installed once per machine into a cache directory
@@ -37,6 +38,13 @@ API_MODES = {
     "google-generative-ai": ("/v1beta", "google_generate_content"),
 }
 NOOP_TEXT = "I looked at the problem and have no change to make."
+# harness kind -> (protocol recorded, shell tool name)
+OTHER_HARNESSES = {
+    "codex": ("openai_responses", "exec_command"),
+    "claude_code": ("anthropic_messages", "Bash"),
+    "qwen_code": ("openai_chat", "run_shell_command"),
+    "gemini_cli": ("google_generate_content", "run_shell_command"),
+}
 
 pytestmark = pytest.mark.slow
 
@@ -60,18 +68,25 @@ def _run_group(argv: list[str], timeout: float, **kw: object) -> subprocess.Comp
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-@pytest.fixture(scope="session")
-def pi_bin() -> Path:
-    """pi's entry point in the shared harness cache, installed by the harness package's own
-    installer (npm package + Node 22 tree, once per machine, safe under concurrency)."""
+def installed(kind: str) -> Path:
+    """A harness's entry point in the shared cache, installed by the harness package's own
+    installer with the adapter's pinned version (npm package + Node 22 tree, once per machine,
+    safe under concurrency)."""
     if shutil.which("npm") is None:
         pytest.skip("npm not installed (apt-get install nodejs npm)")
+    from polar_cli.harness import harness_class
     from polar_cli.harness.install import install_tree
 
+    cls = harness_class(kind)
     cache = Path("~/.cache/polar/harness").expanduser()
-    coro = install_tree("pi", PI_PACKAGE, PI_VERSION, "pi", cache)
+    coro = install_tree(cls.name, cls.package, cls.default_version, cls.bin_name, cache)
     tree = asyncio.run(asyncio.wait_for(coro, NPM_TIMEOUT_S))
-    return tree / "node_modules" / ".bin" / "pi"
+    return tree / "node_modules" / ".bin" / cls.bin_name
+
+
+@pytest.fixture(scope="session")
+def pi_bin() -> Path:
+    return installed("pi")
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +110,8 @@ def gateway_cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         "--capture-dir",
         str(root / "captures"),
     ]
-    for api in API_MODES:
-        argv += ["--session", f"sk-test-{api}"]
+    for name in [*API_MODES, *OTHER_HARNESSES]:
+        argv += ["--session", f"sk-test-{name}"]
     log = (root / "gateway.log").open("w+")
     proc = subprocess.Popen(
         argv,
@@ -181,3 +196,105 @@ def test_pi_two_turn_tool_exchange(
         assert len(rec.response_ids) == len(rec.response_logprobs) > 0
         if api != "google-generative-ai":  # Google names the model in the path
             assert rec.request["model"] == "gw-model"
+
+
+def harness_command(
+    kind: str, entry: Path, base: str, key: str, home: Path
+) -> tuple[list[str], dict[str, str]]:
+    """The headless command line and environment that redirect `kind` to the gateway
+    (shared/reference/harnesses.md section 1, with the offline settings it lists)."""
+    prompt = "List the files in the current directory using the shell tool."
+    env = {"HOME": str(home), "NO_PROXY": "127.0.0.1,localhost"}
+    if kind == "codex":
+        provider = {
+            "name": '"gw"',
+            "base_url": f'"{base}/v1"',
+            "env_key": '"GW_API_KEY"',
+            "wire_api": '"responses"',
+        }
+        argv = [
+            str(entry),
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "-c",
+            "analytics.enabled=false",
+            "--disable",
+            "plugins",
+            "-c",
+            'model="gw-model"',
+            "-c",
+            'model_provider="gw"',
+        ]
+        for k, v in provider.items():
+            argv += ["-c", f"model_providers.gw.{k}={v}"]
+        env |= {"CODEX_HOME": str(home / ".codex"), "GW_API_KEY": key}
+        (home / ".codex").mkdir(parents=True)
+        return [*argv, prompt], env
+    if kind == "claude_code":
+        env |= {
+            "ANTHROPIC_BASE_URL": base,
+            "ANTHROPIC_API_KEY": key,
+            "IS_SANDBOX": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "1",
+        }
+        return [
+            str(entry),
+            "-p",
+            "--dangerously-skip-permissions",
+            "--model",
+            "gw-model",
+            prompt,
+        ], env
+    quiet = {"privacy": {"usageStatisticsEnabled": False}, "general": {"enableAutoUpdate": False}}
+    if kind == "qwen_code":
+        (home / ".qwen").mkdir(parents=True)
+        (home / ".qwen" / "settings.json").write_text(
+            json.dumps({**quiet, "telemetry": {"enabled": False}})
+        )
+        env |= {"OPENAI_BASE_URL": f"{base}/v1", "OPENAI_API_KEY": key, "OPENAI_MODEL": "gw-model"}
+        return [str(entry), "--auth-type", "openai", "--yolo", prompt], env
+    (home / ".gemini").mkdir(parents=True)
+    auth = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+    (home / ".gemini" / "settings.json").write_text(json.dumps({**quiet, **auth}))
+    env |= {
+        "GOOGLE_GEMINI_BASE_URL": base,
+        "GEMINI_API_KEY": key,
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    }
+    return [str(entry), "-m", "gw-model", "--yolo", "--skip-trust", "-p", prompt], env
+
+
+@pytest.mark.parametrize("kind", list(OTHER_HARNESSES))
+def test_harness_two_turn_tool_exchange(
+    gateway_cli: tuple[str, Path], tmp_path: Path, kind: str
+) -> None:
+    entry = installed(kind)
+    base, captures = gateway_cli
+    protocol, shell = OTHER_HARNESSES[kind]
+    key = f"sk-test-{kind}"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / f"hello_{kind}.txt").write_text("hi\n")
+    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+    argv, env = harness_command(kind, entry, base, key, tmp_path / "home")
+    env["PATH"] = f"{entry.parents[2] / 'bin'}:{os.environ['PATH']}"
+    proc = _run_group(argv, PI_TIMEOUT_S, cwd=work, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    assert NOOP_TEXT in proc.stdout
+    lines = (captures / key / "completions.jsonl").read_text().splitlines()
+    recs = [Completion.from_dict(json.loads(line)) for line in lines]
+    assert {r.protocol for r in recs} == {protocol}
+    assert [r.seq for r in recs] == list(range(len(recs)))
+    calls = [r for r in recs if r.response_message.get("tool_calls")]
+    assert calls and calls[0].response_message["tool_calls"][0]["function"]["name"] == shell
+    after = [
+        r
+        for r in recs
+        if any(m["role"] == "tool" and f"hello_{kind}.txt" in m["content"] for m in r.messages)
+    ]
+    assert after, [r.messages[-1] for r in recs]
+    assert after[0].parent_call_id == calls[0].call_id
+    for rec in recs:
+        assert len(rec.response_ids) == len(rec.response_logprobs) > 0
