@@ -1,10 +1,11 @@
 """The embedded gateway: an aiohttp server that answers harnesses in their provider's protocol,
 makes one token-faithful upstream call per model call, and records it.
 
-Owns: the HTTP surface (model calls, model listings, preconnect/health), auth by session key,
-body limits, upstream timeout / abort on disconnect, provider-shaped errors, and the moment a
-call is recorded (after its response was written out). Out of scope: translation
-(protocols/), the capture format and counters (sessions.py), starting the upstream (pipeline/).
+Owns: the HTTP lifecycle and dispatch, model calls end to end (auth by session key, body
+limits, upstream timeout / abort on disconnect, provider-shaped errors), and the moment a call
+is recorded (after its response was written out). Out of scope: translation (protocols/),
+endpoints with no upstream call and error bodies (endpoints.py), the capture format and
+counters (sessions.py), starting the upstream (pipeline/).
 
 Why aiohttp.web: it is already a dependency (the inference client uses it), its C HTTP parser
 keeps per-request overhead well under a millisecond, and it cancels a handler whose client went
@@ -29,7 +30,7 @@ import orjson
 from aiohttp import web
 
 from polar_cli.errors import ContextOverflowError, UpstreamError
-from polar_cli.gateway import routing
+from polar_cli.gateway import endpoints, routing
 from polar_cli.gateway.protocols import AdapterUnavailableError, get_adapter
 from polar_cli.gateway.protocols.base import ErrorKind, ParsedRequest, RequestShapeError
 from polar_cli.gateway.routing import Route, RouteKind
@@ -164,38 +165,8 @@ class Gateway:
             return self._error(protocol, ErrorKind.UPSTREAM, f"gateway error: {exc!r}", status=500)
 
     def _meta(self, request: web.Request, route: Route) -> web.StreamResponse:
-        model = self.served_model
-        if route.kind in (RouteKind.ROOT, RouteKind.HEALTH):
-            return _json(200, {"status": "ok", "service": "polar-gateway", "model": model})
-        if route.kind is RouteKind.LIST_MODELS:
-            if route.protocol is ApiProtocol.GOOGLE_GENERATE_CONTENT:
-                return _json(200, {"models": [_google_model(model)]})
-            return _json(
-                200,
-                {
-                    "object": "list",
-                    "data": [_openai_model(model)],
-                    "has_more": False,
-                    "first_id": model,
-                    "last_id": model,
-                },
-            )
-        if route.kind is RouteKind.GET_MODEL:
-            # Any name is served (the requested name is restored in every answer).
-            name = route.model or model
-            if route.protocol is ApiProtocol.GOOGLE_GENERATE_CONTENT:
-                return _json(200, _google_model(name.removeprefix("models/")))
-            return _json(200, _openai_model(name))
-        protocol = route.protocol or routing.error_protocol(request.path, request.headers)
-        if route.kind is RouteKind.METHOD_NOT_ALLOWED:
-            return self._error(
-                protocol,
-                ErrorKind.NOT_FOUND,
-                f"{request.method} {request.path}: method not allowed (model calls are POST)",
-                status=405,
-            )
-        return self._error(
-            protocol, ErrorKind.NOT_FOUND, f"no such endpoint: {request.method} {request.path}"
+        return endpoints.meta_response(
+            request.method, request.path, request.headers, route, self.served_model
         )
 
     # ------------------------------------------------------------------ model calls
@@ -240,7 +211,9 @@ class Gateway:
             parsed = adapter.parse_request(body, path_model=route.model)
         except AdapterUnavailableError as exc:
             session.errors += 1
-            return _json(501, {"error": {"message": str(exc), "type": "not_implemented"}})
+            return endpoints.json_response(
+                501, {"error": {"message": str(exc), "type": "not_implemented"}}
+            )
         except RequestShapeError as exc:
             session.errors += 1
             return self._error(protocol, ErrorKind.INVALID_REQUEST, str(exc))
@@ -278,7 +251,7 @@ class Gateway:
                         adapter.render_stream(parsed, result, response_id=response_id)
                     )
                     if not route.sse:  # Google stream without alt=sse: a JSON array of chunks
-                        frames = _sse_to_json_array(frames)
+                        frames = endpoints.sse_to_json_array(frames)
                     content_type = "text/event-stream" if route.sse else "application/json"
                 else:
                     frames = orjson.dumps(
@@ -409,8 +382,8 @@ class Gateway:
             return failure
         estimate = max(1, len(orjson.dumps(body)) // 4)
         if protocol is ApiProtocol.GOOGLE_GENERATE_CONTENT:
-            return _json(200, {"totalTokens": estimate})
-        return _json(200, {"input_tokens": estimate})
+            return endpoints.json_response(200, {"totalTokens": estimate})
+        return endpoints.json_response(200, {"input_tokens": estimate})
 
     # ------------------------------------------------------------------ errors
 
@@ -427,50 +400,4 @@ class Gateway:
     def _error(
         self, protocol: ApiProtocol, kind: ErrorKind, message: str, *, status: int | None = None
     ) -> web.StreamResponse:
-        try:
-            code, body = get_adapter(protocol).render_error(kind, message)
-        except Exception:  # adapter missing or broken: OpenAI's envelope is the lingua franca
-            from polar_cli.gateway.protocols.openai_chat import render_error
-
-            code, body = render_error(kind, message)
-        return _json(status or code, body)
-
-
-# ---------------------------------------------------------------------- helpers
-
-
-def _json(status: int, body: Any) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
-
-
-def _openai_model(name: str) -> dict[str, Any]:
-    return {
-        "id": name,
-        "object": "model",
-        "type": "model",
-        "created": 0,
-        "created_at": "1970-01-01T00:00:00Z",
-        "owned_by": "polar",
-        "display_name": name,
-    }
-
-
-def _google_model(name: str) -> dict[str, Any]:
-    return {
-        "name": f"models/{name}",
-        "baseModelId": name,
-        "version": "polar",
-        "displayName": name,
-        "inputTokenLimit": 1_048_576,
-        "outputTokenLimit": 65_536,
-        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
-    }
-
-
-def _sse_to_json_array(frames: bytes) -> bytes:
-    payloads = [
-        line[len(b"data: ") :]
-        for line in frames.split(b"\n")
-        if line.startswith(b"data: ") and line != b"data: [DONE]"
-    ]
-    return b"[" + b",".join(payloads) + b"]"
+        return endpoints.error_response(protocol, kind, message, status=status)
