@@ -123,7 +123,8 @@ def test_thinking_and_parallel_calls_round_trip(
     # thinking came back: Claude Code and pi keep signed thinking blocks; Gemini CLI and pi's
     # google mode were not asked for thoughts and do not replay them
     assert assistant.get("reasoning_content") == (THOUGHT if replays_thinking else None)
-    # both results paired with the call that produced them, in order, whatever the ids
+    # both results paired with the call that produced them and in call order, whatever the ids
+    # (Claude Code sends them in completion order; the adapter restores the order of the calls)
     assert [m["role"] for m in results] == ["tool", "tool"]
     call_ids = [c["id"] for c in assistant["tool_calls"]]
     assert [m["tool_call_id"] for m in results] == call_ids

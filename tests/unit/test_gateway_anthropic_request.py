@@ -355,3 +355,28 @@ def test_prefill_continues_the_final_assistant_message() -> None:
     messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "The answer is"}]
     assert am.parse_request(base(messages=messages)).params["continue_final_message"] is True
     assert "continue_final_message" not in am.parse_request(base()).params
+
+
+def test_tool_results_follow_call_order_not_completion_order() -> None:
+    calls = [
+        {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": c}}
+        for i, c in enumerate(["ls", "pwd", "id"])
+    ]
+    results = [
+        {"type": "tool_result", "tool_use_id": f"t{i}", "content": f"r{i}"} for i in (2, 0, 1)
+    ]
+    results.append({"type": "tool_result", "tool_use_id": "stray", "content": "s"})
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": calls},
+        {"role": "user", "content": [*results, {"type": "text", "text": "go on"}]},
+    ]
+    req = am.parse_request(base(messages=messages))
+    assert [(m["role"], m.get("tool_call_id")) for m in req.messages[2:]] == [
+        ("tool", "t0"),
+        ("tool", "t1"),
+        ("tool", "t2"),
+        ("tool", "stray"),
+        ("user", None),
+    ]
+    assert [m["content"] for m in req.messages[2:5]] == ["r0", "r1", "r2"]

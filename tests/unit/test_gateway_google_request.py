@@ -122,9 +122,10 @@ def test_parallel_calls_without_ids_pair_by_name_in_order() -> None:
     ids = [c["id"] for c in req.messages[1]["tool_calls"]]
     assert ids == ["call_1_1", "call_1_2", "call_1_3"]
     assert req.messages[1]["reasoning_content"] == "a"
+    # paired by name in order, then put in the order of the calls
     assert [(m["tool_call_id"], m["content"]) for m in req.messages[2:5]] == [
-        ("call_1_2", "rb"),
         ("call_1_1", "ra1"),
+        ("call_1_2", "rb"),
         ("call_1_3", "ra2"),
     ]
     assert req.messages[5] == {"role": "user", "content": "then"}

@@ -113,6 +113,18 @@ def text_or_parts(parts: list[JSON]) -> str | list[JSON]:
     return parts
 
 
+def in_call_order(results: list[JSON], previous: JSON | None) -> list[JSON]:
+    """Tool messages sorted into the order of the calls they answer. Harnesses that run tools
+    concurrently (Claude Code) send results in completion order, paired only by id; chat
+    templates render no ids, so for the model the order is the pairing. Results whose call is
+    not in `previous` (the assistant message before them) keep their place after the others."""
+    calls = (previous or {}).get("tool_calls") or []
+    if len(results) < 2 or not calls:
+        return results
+    rank = {call["id"]: i for i, call in enumerate(calls)}
+    return sorted(results, key=lambda m: rank.get(m.get("tool_call_id"), len(rank)))
+
+
 def data_uri(mime_type: str, data: str) -> str:
     return f"data:{mime_type};base64,{data}"
 

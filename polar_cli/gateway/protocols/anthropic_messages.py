@@ -15,9 +15,10 @@ Translation choices (each one matters for what the model sees, so they are state
   template rejects a system message anywhere but first, and moving them to the front would
   rewrite the prompt's start every turn. Only when there is no top-level `system` and the very
   first message is a system entry does it become the system message.
-- `tool_result` blocks -> `role:"tool"` messages (emitted before the rest of that user turn, so
-  they follow the assistant's tool calls); content string or blocks; `is_error` is kept only in
-  the original request (the result text is not rewritten).
+- `tool_result` blocks -> `role:"tool"` messages, emitted before the rest of that user turn and
+  in the order of the assistant's calls (Claude Code sends them in completion order; templates
+  render no ids); content string or blocks; `is_error` is kept only in the original request
+  (the result text is not rewritten).
 - assistant `thinking` -> `reasoning_content`; `redacted_thinking` (opaque, encrypted) dropped.
 - tools: `input_schema` -> `parameters`. Server tools without `input_schema` (web_search_*,
   bash_*, text_editor_* ...) are dropped: the upstream cannot execute them.
@@ -47,6 +48,7 @@ from polar_cli.gateway.protocols._common import (
     expect_dict,
     expect_list,
     expect_str,
+    in_call_order,
     media_part,
     opt_bool,
     opt_int,
@@ -207,7 +209,10 @@ def _messages(body: JSON) -> list[JSON]:
         msg = expect_dict(raw, where)
         role = msg.get("role")
         if role == "user":
-            out.extend(_user_messages(msg.get("content"), where))
+            previous = out[-1] if out and out[-1]["role"] == "assistant" else None
+            turn = _user_messages(msg.get("content"), where)
+            tools = in_call_order([m for m in turn if m["role"] == "tool"], previous)
+            out.extend(tools + [m for m in turn if m["role"] != "tool"])
         elif role == "assistant":
             out.append(_assistant_message(msg.get("content"), where))
         elif role == "system":

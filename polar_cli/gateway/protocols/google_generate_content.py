@@ -15,7 +15,8 @@ Translation choices (each one matters for what the model sees, so they are state
   parts with `thought: true` -> `reasoning_content`; `thoughtSignature` is ignored.
 - Tool-call ids: Google may carry none (pi does not; Gemini CLI does). A call without an id gets
   `call_<content index>_<part index>`, stable while the history only grows, and each
-  `functionResponse` pairs with the previous model turn's calls by id, else by name in order.
+  `functionResponse` pairs with the previous model turn's calls by id, else by name in order;
+  tool messages follow the order of the calls (templates render no ids).
 - `functionResponse.response` -> the tool message's text: the bare string when it is
   `{"output": str}` or `{"result": str}` (what both harnesses send), else its JSON.
 - tools: `functionDeclarations[].parametersJsonSchema` is JSON schema as is; `parameters`
@@ -49,6 +50,7 @@ from polar_cli.gateway.protocols._common import (
     expect_dict,
     expect_list,
     expect_str,
+    in_call_order,
     media_part,
     opt_bool,
     opt_int,
@@ -221,7 +223,10 @@ def _messages(body: JSON, pairing: _Pairing) -> list[JSON]:
         parts = expect_list(turn.get("parts") or [], f"{where}.parts")
         role = turn.get("role", "user")
         if role in ("user", "function"):
-            out.extend(_user_turn(parts, where, t, pairing))
+            previous = out[-1] if out and out[-1]["role"] == "assistant" else None
+            turn_msgs = _user_turn(parts, where, t, pairing)
+            tools = in_call_order([m for m in turn_msgs if m["role"] == "tool"], previous)
+            out.extend(tools + [m for m in turn_msgs if m["role"] != "tool"])
         elif role == "model":
             out.append(_model_turn(parts, where, t, pairing))
         else:
