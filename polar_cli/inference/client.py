@@ -167,9 +167,13 @@ def parse_result(data: dict[str, Any], model: str) -> ChatResult:
         for k, v in meta.items()
         if k.endswith(("_latency", "_time", "_duration", "_delay")) and isinstance(v, (int, float))
     }
+    matched = choice.get("matched_stop")
+    if matched is None:
+        matched = (meta.get("finish_reason") or {}).get("matched")
     return ChatResult(
         message=message,
         finish_reason=str(finish),
+        matched_stop=matched if isinstance(matched, (str, int)) else None,
         prompt_ids=[int(i) for i in prompt_ids],
         response_ids=response_ids,
         response_logprobs=response_logprobs,

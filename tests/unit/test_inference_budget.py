@@ -52,3 +52,25 @@ def test_scripted_call_with_an_oversized_budget_succeeds(tmp_path: Path) -> None
                 await backend.chat(request("word " * 2000, 16384))
 
     asyncio.run(main())
+
+
+def test_matched_stop_is_carried_from_sglangs_answer() -> None:
+    from polar_cli.inference.client import parse_result
+
+    def answer(choice_extra: dict, meta_extra: dict) -> dict:
+        return {
+            "choices": [
+                {
+                    "message": {"role": "assistant", "content": "hi"},
+                    "finish_reason": "stop",
+                    "prompt_token_ids": [1, 2],
+                    "meta_info": {"output_token_logprobs": [[-0.1, 5, None]], **meta_extra},
+                    **choice_extra,
+                }
+            ]
+        }
+
+    assert parse_result(answer({"matched_stop": "</end>"}, {}), "m").matched_stop == "</end>"
+    meta = {"finish_reason": {"type": "stop", "matched": 151645}}
+    assert parse_result(answer({}, meta), "m").matched_stop == 151645
+    assert parse_result(answer({}, {}), "m").matched_stop is None
