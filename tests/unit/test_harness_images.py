@@ -86,22 +86,25 @@ def test_post_script_builds_a_working_prefix(
     _, sections = parsed
     prefix = tmp_path / "polar-harness"
     env = {**os.environ, "POLAR_HARNESS_PREFIX": str(prefix)}
-    proc = subprocess.run(
-        ["sh", "-c", sections["post"]], env=env, capture_output=True, text=True, timeout=1200
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    manifest = json.loads((prefix / "polar-harness.json").read_text())
-    assert set(manifest["packages"]) == set(ADAPTERS)
-    for name in ADAPTERS:
-        cls = harness_class(name)
-        entry = prefix / "node_modules" / ".bin" / cls.bin_name
-        argv = [str(entry)] if cls.native else [str(prefix / "bin" / "node"), str(entry)]
-        out = subprocess.run(
-            [*argv, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")},
+    try:
+        proc = subprocess.run(
+            ["sh", "-c", sections["post"]], env=env, capture_output=True, text=True, timeout=1200
         )
-        assert out.returncode == 0, (name, out.stdout, out.stderr)
-        assert cls.default_version in out.stdout + out.stderr, (name, out.stdout, out.stderr)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        manifest = json.loads((prefix / "polar-harness.json").read_text())
+        assert set(manifest["packages"]) == set(ADAPTERS)
+        for name in ADAPTERS:
+            cls = harness_class(name)
+            entry = prefix / "node_modules" / ".bin" / cls.bin_name
+            argv = [str(entry)] if cls.native else [str(prefix / "bin" / "node"), str(entry)]
+            out = subprocess.run(
+                [*argv, "--version"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")},
+            )
+            assert out.returncode == 0, (name, out.stdout, out.stderr)
+            assert cls.default_version in out.stdout + out.stderr, (name, out.stdout, out.stderr)
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)  # ~1 GB: pytest keeps tmp dirs around
