@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import ClassVar, Literal
 
-from polar_cli.errors import HarnessError
+from polar_cli.errors import HarnessError, InfraError
 from polar_cli.recipe.schema import HarnessConfig
 from polar_cli.records import Task
 from polar_cli.runtime.base import Runtime
@@ -33,6 +33,7 @@ LOG_TAIL_CHARS = 4000  # how much of the harness's own output HarnessRun.log_tai
 COLLECT_RESERVE_S = 60.0  # time kept back from the launch for collecting the patch/session
 COLLECT_MIN_S = 15.0  # each collection step gets at least this, even past the deadline
 CONFIGURE_TIMEOUT_S = 30.0  # writing config files into the runtime
+MAX_STATEMENT_BYTES = 96 * 1024  # the prompt is one argv element (Linux: at most 128 KiB)
 KEY_ENV = "POLAR_GATEWAY_KEY"  # env var that carries the session key where a file names one
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -94,9 +95,14 @@ class Layout:
 
 
 def render_prompt(task: Task, repo_dir: str) -> str:
-    return PROMPT_TEMPLATE.format(
-        problem_statement=task.problem_statement.strip(), repo_dir=repo_dir
-    )
+    """The task prompt. It travels as one argv element, which Linux caps at 128 KiB
+    (MAX_ARG_STRLEN), so a rare giant problem statement is cut, visibly, to fit."""
+    statement = task.problem_statement.strip()
+    data = statement.encode("utf-8")
+    if len(data) > MAX_STATEMENT_BYTES:
+        cut = data[:MAX_STATEMENT_BYTES].decode("utf-8", errors="ignore")
+        statement = cut + f"\n[... {len(data) - MAX_STATEMENT_BYTES} more bytes not shown]"
+    return PROMPT_TEMPLATE.format(problem_statement=statement, repo_dir=repo_dir)
 
 
 def dump_json(data: object) -> str:
@@ -105,8 +111,10 @@ def dump_json(data: object) -> str:
 
 class Harness(ABC):
     """One harness adapter. Subclasses fill in the class constants and the four `describe`
-    methods; `run()` owns the order of steps and never lets a harness failure escape as an
-    exception (an InfraError from a broken runtime does escape: that is the system's fault)."""
+    methods; `run()` owns the order of steps. What the harness does (crash, model error, hang)
+    comes back as HarnessRun.status, never as an exception; a broken runtime raises InfraError
+    (the system's fault, retried by the pipeline), a runtime opened without a harness tree
+    raises HarnessError."""
 
     name: ClassVar[str]  # recipe kind, e.g. "pi"
     package: ClassVar[str]  # npm package
@@ -170,7 +178,7 @@ class Harness(ABC):
         dirs = sorted({str(PurePosixPath(p).parent) for p in files} | {f"{lay.home}/.tmp"})
         res = await runtime.exec(["mkdir", "-p", *dirs], timeout_s=CONFIGURE_TIMEOUT_S)
         if res.exit_code != 0:
-            raise HarnessError(
+            raise InfraError(
                 f"{self.name}: cannot create config dirs in the runtime: {res.stderr.strip()}"
             )
         with tempfile.TemporaryDirectory(prefix="polar-harness-cfg-") as tmp:
@@ -211,9 +219,9 @@ class Harness(ABC):
         budget = max(1.0, timeout_s - (time.monotonic() - started) - reserve)
         res = await runtime.exec(argv, env=env, cwd=lay.repo, timeout_s=budget)
 
-        status: RunStatus = (
-            "timeout" if res.timed_out else ("ok" if res.exit_code == 0 else "error")
-        )
+        # killed at the deadline, or by Runtime.cancel() (the session's deadline / shutdown)
+        killed = res.timed_out or res.cancelled
+        status: RunStatus = "timeout" if killed else ("ok" if res.exit_code == 0 else "error")
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_tail = write_log(log_path, argv, res, status, tail_chars=LOG_TAIL_CHARS)
         left = max(COLLECT_MIN_S, timeout_s - (time.monotonic() - started))

@@ -54,7 +54,7 @@ def write_log(
     body = f"## stdout\n{res.stdout}\n## stderr\n{res.stderr}\n"
     log_path.write_text(head + body, encoding="utf-8", errors="replace")
     tail = (res.stdout.strip() + "\n" + res.stderr.strip()).strip()
-    if res.timed_out:
+    if res.timed_out or res.cancelled:
         tail += f"\n[killed: no exit after {res.duration_s:.0f}s]"
     return tail[-tail_chars:]
 

@@ -238,3 +238,26 @@ def test_harness_cannot_read_host_home_or_another_session(tmp_path: Path, task: 
         seen = (host_dir / "home" / name).read_text()
         assert HOST_SECRET not in seen, name
         assert "No such file" in seen or "Permission denied" in seen, seen
+
+
+def test_cancelled_runtime_is_a_timeout_not_a_harness_error(tmp_path: Path, task: Task) -> None:
+    tree = make_tree(tmp_path, f"echo started\nexec sleep {HANG_MARK}3\n")
+    harness = ScriptHarness(HarnessConfig(kind="pi"))
+    endpoint = GatewayEndpoint(base_url="http://127.0.0.1:9", key="k", model="m")
+    spec = RuntimeSpec("s1", task, tmp_path / "session" / "agent", harness_dir=tree)
+
+    async def go() -> HarnessRun:
+        async with open_runtime(LocalRuntime(), spec) as rt:
+            running = asyncio.create_task(
+                harness.run(rt, task, endpoint, timeout_s=120.0, log_path=tmp_path / "h.log")
+            )
+            async with asyncio.timeout(60):
+                while not _hang_processes():  # the harness is up
+                    await asyncio.sleep(0.05)
+            await rt.cancel()  # what the pipeline does at the shared deadline / on shutdown
+            return await running
+
+    run = asyncio.run(go())
+    assert run.status == "timeout"
+    assert run.exit_code == -1
+    assert _hang_processes() == []

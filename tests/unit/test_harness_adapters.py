@@ -143,3 +143,11 @@ def test_prompt_template() -> None:
     task = Task(instance_id="a__b-1", repo="a/b", base_commit="c", problem_statement="  Fix X.\n")
     prompt = render_prompt(task, "/testbed")
     assert prompt.startswith("Fix X.\n") and "/testbed" in prompt
+
+
+def test_giant_problem_statement_is_cut_to_fit_one_argument() -> None:
+    statement = "é" * 100_000  # 200,000 UTF-8 bytes
+    task = Task(instance_id="a__b-1", repo="a/b", base_commit="c", problem_statement=statement)
+    prompt = render_prompt(task, "/testbed")
+    assert len(prompt.encode()) < 128 * 1024  # Linux MAX_ARG_STRLEN
+    assert "more bytes not shown]" in prompt and prompt.startswith("éé")
