@@ -10,11 +10,14 @@ then runs pytest (this interpreter's) twice -- test patch only, then test patch 
 and takes FAIL_TO_PASS = failed before and passed after, PASS_TO_PASS = passed both times. It
 refuses to write a task whose gold patch does not pass every test or that has no F2P test.
 
-Run: `python recipes/tasks/build.py` (needs git and pytest; no network).
+Run: `python recipes/tasks/build.py [--out DIR]` (needs git and pytest; no network). `--out`
+writes `DIR/tasks.jsonl` and `DIR/repos/` instead of next to this file (the reproducibility
+test compares such a build with the committed files).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -28,8 +31,6 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "src"
-REPOS = HERE / "repos"
-OUT = HERE / "tasks.jsonl"
 # How the evaluator runs the tests: the interpreter on PATH with pytest importable (polar verify
 # puts the host venv's bin/ first on PATH for local runtimes).
 TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
@@ -110,7 +111,7 @@ def run_tests(repo: Path) -> dict[str, str]:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         check=False,
     )
     statuses: dict[str, str] = {}
@@ -123,7 +124,7 @@ def run_tests(repo: Path) -> dict[str, str]:
     return statuses
 
 
-def build_repo(name: str, work: Path) -> list[dict]:
+def build_repo(name: str, work: Path, repos_dir: Path) -> list[dict]:
     spec = yaml.safe_load((SRC / name / "tasks.yaml").read_text())
     repo = work / name
     repo.mkdir()
@@ -170,25 +171,28 @@ def build_repo(name: str, work: Path) -> list[dict]:
     init = repo / name / "__init__.py"
     init.write_text(init.read_text().replace('"0.1.0"', '"0.2.0.dev0"'))
     git(repo, "commit", "-q", "-am", "Start 0.2.0 development", date=NEXT_DATE)
-    REPOS.mkdir(exist_ok=True)
-    bundle = REPOS / f"{name}.bundle"
+    repos_dir.mkdir(parents=True, exist_ok=True)
+    bundle = repos_dir / f"{name}.bundle"
     bundle.unlink(missing_ok=True)
     git(repo, "bundle", "create", "-q", str(bundle), "HEAD", "main")
     return rows
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=HERE, help="where tasks.jsonl + repos/ go")
+    out = parser.parse_args().out.resolve()
     names = sorted(p.name for p in SRC.iterdir() if (p / "tasks.yaml").is_file())
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="polar-demo-build-") as tmp:
         for name in names:
-            rows.extend(build_repo(name, Path(tmp)))
+            rows.extend(build_repo(name, Path(tmp), out / "repos"))
             print(f"{name}: {sum(r['repo'].endswith('/' + name) for r in rows)} tasks")
-    with OUT.open("w") as fh:
+    with (out / "tasks.jsonl").open("w") as fh:
         for row in rows:
             fh.write(json.dumps(row, sort_keys=True) + "\n")
     shutil.rmtree(HERE / ".pytest_cache", ignore_errors=True)
-    print(f"wrote {len(rows)} tasks to {OUT.relative_to(HERE.parent.parent)}")
+    print(f"wrote {len(rows)} tasks to {out / 'tasks.jsonl'}")
 
 
 if __name__ == "__main__":
