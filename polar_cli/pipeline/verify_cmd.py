@@ -156,6 +156,8 @@ def load_patches(spec: str, tasks: list[Task], *, base_dir: Path | None = None) 
             problems.append(f"{path.name}:{lineno}: instance {iid!r} is not in the task set")
         elif not isinstance(patch, str | None):
             problems.append(f"{path.name}:{lineno}: patch must be a string")
+        elif iid in patches:
+            problems.append(f"{path.name}:{lineno}: instance {iid!r} has a patch already")
         else:
             patches[iid] = patch or ""
     if problems:

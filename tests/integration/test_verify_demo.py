@@ -266,9 +266,14 @@ def test_cli_verify_with_a_patch_file(tasks: dict[str, Task], tmp_path: Path) ->
     assert rows[good.instance_id]["outcome"] == "accepted"
     assert rows[bad.instance_id]["outcome"] == "no_patch"
     assert "accepted: 1, no_patch: 1" in proc.stdout
-    patches.write_text(json.dumps({"instance_id": "nope__nope-1", "patch": "x"}) + "\n")
+    dup = json.dumps({"instance_id": good.instance_id, "patch": ""})
+    patches.write_text(
+        json.dumps({"instance_id": "nope__nope-1", "patch": "x"}) + f"\n{dup}\n{dup}\n"
+    )
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode == 2 and "not in the task set" in proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert "patches.jsonl:1: instance 'nope__nope-1' is not in the task set" in proc.stderr
+    assert f"patches.jsonl:3: instance {good.instance_id!r} has a patch already" in proc.stderr
 
 
 def test_missing_runner_and_broken_test_patch_are_eval_errors(
