@@ -85,13 +85,14 @@ def _tail(text: str, n: int = REASON_TAIL_CHARS) -> str:
 
 def _no_results(exit_code: int, log: str) -> tuple[Outcome, str]:
     """A run whose log names no test at all. The evaluator's fault (eval_error) when the runner
-    is missing, was killed by a signal, or is pytest saying usage error (4) / no tests collected
-    (5) -- a bad test command or test ids; otherwise the patch silenced the runner (it exited
-    early, e.g. `os._exit(0)` at import): tests_failed."""
+    is missing, was killed by a signal, or is pytest reporting interrupted (2), internal error
+    (3: a broken test environment), usage error (4) or no tests collected (5) -- a bad test
+    command or test ids; otherwise the patch silenced the runner (it exited 0/1 early, e.g.
+    `os._exit(0)` at import): tests_failed."""
     runner_missing = exit_code in (126, 127) or any(m in log for m in _MISSING_RUNNER)
     if runner_missing:
         return Outcome.EVAL_ERROR, f"the test runner is missing (exit {exit_code}): {_tail(log)}"
-    if exit_code < 0 or exit_code >= 128 or exit_code in (4, 5):
+    if exit_code < 0 or exit_code >= 128 or exit_code in (2, 3, 4, 5):
         why = f"the test run gave no results (exit {exit_code})"
         return Outcome.EVAL_ERROR, f"{why}: {_tail(log)}"
     why = f"the test run ended without reporting any test (exit {exit_code}): not accepted"
