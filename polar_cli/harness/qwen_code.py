@@ -8,6 +8,9 @@ Out of scope: the order of steps and collection (base.py), installing (install.p
 Facts (shared/reference/harnesses.md §2.4): the positional prompt runs one-shot (`-p` is
 deprecated); `--yolo` auto-approves tools. Without `privacy.usageStatisticsEnabled: false` it
 reports to an Aliyun RUM endpoint. A chatCompression threshold <= 0 turns compression off.
+`generationConfig.maxRetries` bounds the OpenAI SDK's retries only: on 5xx / 429 the agent loop
+itself still retries up to 7 times with backoff (not configurable in 0.15.10; ~90 s in all).
+Each shell tool call first parses the command with tree-sitter (WASM), a few CPU seconds.
 """
 
 from __future__ import annotations
