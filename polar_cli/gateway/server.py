@@ -274,6 +274,9 @@ class Gateway:
                 # Flush before recording: a client that went away must not get a call recorded.
                 session.disconnects += 1
                 return response
+            except asyncio.CancelledError:  # went away while we were writing: same rule
+                session.disconnects += 1
+                raise
             self._record(session, protocol, body, parsed, upstream_req, result, started)
             return response
         finally:
