@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from polar_cli.errors import PolarError
+
+if TYPE_CHECKING:
+    import logging
 
 app = typer.Typer(
     name="polar",
@@ -498,7 +501,7 @@ def generate(
         raise typer.Exit(75)
 
 
-def _stderr_handler() -> object:
+def _stderr_handler() -> logging.Handler:
     import logging
 
     handler = logging.StreamHandler()

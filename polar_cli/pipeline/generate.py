@@ -18,7 +18,7 @@ import contextlib
 import logging
 import signal
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,10 +205,12 @@ async def _run_plan(
             installed.append(sig)
     try:
         with Progress(scheduler.counts, tally, force_plain=force_plain) as progress:
-            life.on_finished = lambda result: (
-                tally.outcomes.update([result.outcome]),
-                progress.update(force=True),
-            )
+
+            def finished(result: SessionResult) -> None:
+                tally.outcomes.update([result.outcome])
+                progress.update(force=True)
+
+            life.on_finished = finished
             await scheduler.run(plan)
     finally:
         for sig in installed:
@@ -216,7 +218,7 @@ async def _run_plan(
     return scheduler.stopping
 
 
-def _stopper(scheduler: Scheduler) -> object:
+def _stopper(scheduler: Scheduler) -> Callable[[], None]:
     def stop() -> None:
         if not scheduler.stopping:
             log.warning(

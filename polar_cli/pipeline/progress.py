@@ -13,7 +13,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 from polar_cli.pipeline.scheduler import StageCounts
 
@@ -64,7 +64,7 @@ class Progress:
         self.live_mode = self.stream.isatty() and not force_plain
         self._t0 = time.monotonic()
         self._last_plain = 0.0
-        self._live = None  # rich.live.Live when live_mode
+        self._live: Any = None  # rich.live.Live when live_mode (imported lazily)
 
     # ------------------------------------------------------------------ figures
 

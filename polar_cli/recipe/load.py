@@ -21,7 +21,9 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
-        raise RecipeError(f"bad --set {item!r}: expected KEY.PATH=VALUE, e.g. pipeline.concurrency=8")
+        raise RecipeError(
+            f"bad --set {item!r}: expected KEY.PATH=VALUE, e.g. pipeline.concurrency=8"
+        )
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
@@ -76,7 +78,12 @@ def format_validation_error(exc: ValidationError) -> list[str]:
 
 
 _UNION_SECTIONS = {"inference", "runtime"}
-_BOUNDS = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+_BOUNDS = {
+    "greater_than_equal": ">=",
+    "greater_than": ">",
+    "less_than_equal": "<=",
+    "less_than": "<",
+}
 
 
 def recipe_from_dict(data: Any, origin: str = "recipe") -> Recipe:

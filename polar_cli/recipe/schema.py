@@ -211,9 +211,7 @@ class HarnessConfig(_Strict):
         description="pi only: openai-completions | openai-responses | anthropic-messages | "
         "google-generative-ai (default openai-completions).",
     )
-    cache_dir: str = Field(
-        "~/.cache/polar/harness", description="Shared npm install prefix cache."
-    )
+    cache_dir: str = Field("~/.cache/polar/harness", description="Shared npm install prefix cache.")
     auto_compaction: bool = Field(False, description="Let the harness compact its context.")
     max_retries: int = Field(2, ge=0, description="Harness-side retries of a failed model call.")
     extra_args: list[str] = Field(default_factory=list, description="Appended to the command.")
@@ -248,7 +246,9 @@ class PipelineConfig(_Strict):
 
     concurrency: int = Field(8, ge=1, description="Harnesses running at once (RUNNING).")
     samples_per_task: int = Field(1, ge=1, description="Sessions per task.")
-    timeout_s: float = Field(3600.0, gt=0, description="One shared deadline per session, from INIT.")
+    timeout_s: float = Field(
+        3600.0, gt=0, description="One shared deadline per session, from INIT."
+    )
     empty_generation_retries: int = Field(
         1, ge=0, description="New attempts for an empty_generation session."
     )

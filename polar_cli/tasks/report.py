@@ -25,11 +25,16 @@ _OUTCOME_STYLE = {"accepted": "green", "no_patch": "yellow", "eval_error": "red 
 class _EvaluationLike(Protocol):
     """What the verify table reads from a verify.Evaluation (tasks/ does not import verify/)."""
 
-    instance_id: str
-    outcome: str
-    reward: float
-    reason: str
-    duration_s: float
+    @property
+    def instance_id(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def reward(self) -> float: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def duration_s(self) -> float: ...
 
 
 def print_task_set(ts: TaskSet, source: str, console: Console) -> None:
