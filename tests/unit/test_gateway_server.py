@@ -342,3 +342,26 @@ def test_errors_in_each_providers_shape(
                 assert up.aborted
 
     run(go)
+
+
+def test_google_stream_without_alt_sse_is_a_json_array(tmp_path: Path) -> None:
+    from polar_cli.gateway.protocols import available_protocols
+    from polar_cli.records import ApiProtocol
+
+    if ApiProtocol.GOOGLE_GENERATE_CONTENT not in available_protocols():
+        pytest.skip("google adapter not landed")
+
+    async def go() -> None:
+        async with serving(tmp_path, FakeUpstream(mode="text")) as (gw, http, key, _):
+            body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+            url = f"{gw.base_url}/v1beta/models/gw:streamGenerateContent"
+            async with http.post(url, json=body, headers={"x-goog-api-key": key}) as r:
+                assert r.status == 200 and r.content_type == "application/json"
+                chunks = await r.json()
+            assert isinstance(chunks, list) and chunks
+            text = "".join(
+                p.get("text", "") for c in chunks for p in c["candidates"][0]["content"]["parts"]
+            )
+            assert text == "done"
+
+    run(go)
