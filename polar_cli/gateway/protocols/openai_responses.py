@@ -20,6 +20,13 @@ Decisions (documented because they change what the model sees):
   text, so a client that replays it (codex: include=["reasoning.encrypted_content"]) gives the
   model its own reasoning back verbatim.
 
+Why not litellm's Responses -> chat translation (litellm 1.108.7, run on the real captures by
+`python tests/bench/bench_gateway.py --litellm-translation`): on codex's request it keeps the
+`developer` role (Qwen chat templates have none), renames namespace tools to
+`multi_agent_v1__close_agent` (the model would then call names codex does not know unless every
+answer is renamed back), turns `web_search` into `web_search_options` (an OpenAI-only field);
+it costs ~0.4 ms per call against ~0.05 ms here, and `import litellm` takes 5-14 s.
+
 Stream (what pi and codex parse, see shared/reference/harnesses.md section 4): response.created,
 response.in_progress, then per item output_item.added -> deltas -> output_item.done, then
 response.completed whose `response` has the id and usage. `event:` lines are sent.
