@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from polar_cli.errors import InputError
 from polar_cli.pipeline.ledger import LEDGER_NAME, Ledger, check_resume, write_manifest
@@ -119,8 +120,7 @@ async def generate(
     check_resume(out_dir, recipe, shard=shard_s)  # refuses a different recipe, before any write
     tasks = load_run_tasks(recipe, recipe_dir=recipe_dir, shard=shard)
     harness = get_harness(recipe.harness)
-    cache_dir = Path(recipe.harness.cache_dir).expanduser()
-    harness_dir = await harness.install(cache_dir, harness.version)
+    harness_dir = await _harness_tree(recipe, harness)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_manifest(out_dir, recipe, harness_version=harness.version, shard=shard_s)
 
@@ -166,6 +166,17 @@ async def generate(
         accepted=sum(1 for r in results if r.outcome == Outcome.ACCEPTED),
         interrupted=interrupted,
     )
+
+
+async def _harness_tree(recipe: Recipe, harness: Any) -> Path | None:
+    """The host harness tree to bind into runtimes, installed once into the shared cache; None
+    when an Apptainer harness image provides it (runtime.harness_image: images/harness.def pins
+    the same versions as the adapters)."""
+    rt = recipe.runtime
+    if rt.kind == "apptainer" and rt.harness_image:
+        return None
+    cache_dir = Path(recipe.harness.cache_dir).expanduser()
+    return await harness.install(cache_dir, harness.version)  # type: ignore[no-any-return]
 
 
 def _eot_id(recipe: Recipe, backend: object | None) -> int:

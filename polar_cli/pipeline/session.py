@@ -70,7 +70,7 @@ class SessionContext:
     out_dir: Path
     gateway: Any  # polar_cli.gateway.Gateway
     harness: Any  # polar_cli.harness.base.Harness
-    harness_dir: Path
+    harness_dir: Path | None  # None: the runtime's harness image provides the tree
     ledger: Any  # polar_cli.pipeline.ledger.Ledger
     eot_id: int
     shard: str = ""
