@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 import aiohttp
+import orjson
 
 from polar_cli.errors import ContextOverflowError, UpstreamError
 from polar_cli.recipe.schema import SamplingConfig
@@ -130,6 +131,10 @@ def _error_message(text: str) -> str:
     return text.strip()[:500]
 
 
+def _all_ints(values: list[Any]) -> bool:
+    return all(type(v) is int for v in values)
+
+
 def parse_result(data: dict[str, Any], model: str) -> ChatResult:
     """A ChatResult from SGLang's non-streaming answer (raises UpstreamError when incomplete)."""
     try:
@@ -174,7 +179,7 @@ def parse_result(data: dict[str, Any], model: str) -> ChatResult:
         message=message,
         finish_reason=str(finish),
         matched_stop=matched if isinstance(matched, (str, int)) else None,
-        prompt_ids=[int(i) for i in prompt_ids],
+        prompt_ids=prompt_ids if _all_ints(prompt_ids) else [int(i) for i in prompt_ids],
         response_ids=response_ids,
         response_logprobs=response_logprobs,
         model=str(data.get("model") or model),
@@ -238,7 +243,7 @@ class SGLangClient:
             async with self.session.post(
                 url, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout_s)
             ) as resp:
-                text = await resp.text()
+                raw = await resp.read()
                 status = resp.status
         except TimeoutError:
             raise UpstreamError(
@@ -251,13 +256,15 @@ class SGLangClient:
                 f"inference server at {self.base_url} unreachable: {exc}", status=502
             ) from exc
         if status != 200:
-            message = _error_message(text)
+            message = _error_message(raw.decode("utf-8", "replace"))
             if status == 400 and any(m in message for m in _OVERFLOW_MARKERS):
                 raise ContextOverflowError(message)
             raise UpstreamError(f"inference server answered {status}: {message}", status=status)
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
+            # orjson: a 32k-token answer parsed with json.loads blocks the event loop for
+            # milliseconds, which stalls every other session's call under load.
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
             raise UpstreamError("inference server answered invalid JSON", status=502) from None
         return parse_result(data, request.model)
 
