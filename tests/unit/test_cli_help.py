@@ -7,7 +7,16 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("sglang", "litellm", "transformers", "datasets", "pyarrow", "torch", "swebench", "tokenizers")
+HEAVY = (
+    "sglang",
+    "litellm",
+    "transformers",
+    "datasets",
+    "pyarrow",
+    "torch",
+    "swebench",
+    "tokenizers",
+)
 
 PROBE = """
 import json, sys
@@ -33,8 +42,9 @@ def test_help_imports_no_heavy_module() -> None:
 
 
 def test_every_subcommand_help_imports_no_heavy_module() -> None:
-    from polar_cli.cli import app
     import typer.main
+
+    from polar_cli.cli import app
 
     group = typer.main.get_command(app)
     names = sorted(group.commands)  # type: ignore[attr-defined]

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -51,11 +50,21 @@ def test_overrides_parse_yaml_values(tmp_path: Path) -> None:
 
 def test_every_contract_key_is_settable(tmp_path: Path) -> None:
     keys = [
-        "harness.kind=codex", "runtime.kind=local", "inference.kind=scripted",
-        "tasks.source=x.jsonl", "tasks.limit=5", "pipeline.concurrency=2",
-        "pipeline.samples_per_task=3", "pipeline.timeout_s=60",
-        "pipeline.empty_generation_retries=0", "reconstruct.mode=polar", "output.dir=/tmp/o",
-        "output.test_fraction=0.2", "output.seed=7", "inference.seed=3", "inference.drift_rate=0.1",
+        "harness.kind=codex",
+        "runtime.kind=local",
+        "inference.kind=scripted",
+        "tasks.source=x.jsonl",
+        "tasks.limit=5",
+        "pipeline.concurrency=2",
+        "pipeline.samples_per_task=3",
+        "pipeline.timeout_s=60",
+        "pipeline.empty_generation_retries=0",
+        "reconstruct.mode=polar",
+        "output.dir=/tmp/o",
+        "output.test_fraction=0.2",
+        "output.seed=7",
+        "inference.seed=3",
+        "inference.drift_rate=0.1",
     ]
     r = load_recipe(write(tmp_path, MINIMAL), keys)
     assert (r.harness.kind, r.tasks.limit, r.pipeline.samples_per_task) == ("codex", 5, 3)
@@ -93,12 +102,27 @@ def test_apply_overrides_does_not_mutate_input() -> None:
 
 
 def test_cli_recipe_check_exit_codes(tmp_path: Path, polar_argv: list[str]) -> None:
-    good = subprocess.run([*polar_argv, "recipe", "check", str(write(tmp_path, MINIMAL))],
-                          capture_output=True, text=True, timeout=60)
+    good = subprocess.run(
+        [*polar_argv, "recipe", "check", str(write(tmp_path, MINIMAL))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert good.returncode == 0, good.stderr
     assert yaml.safe_load(good.stdout)["pipeline"]["concurrency"] == 8
-    bad = subprocess.run([*polar_argv, "recipe", "check", str(tmp_path / "r.yaml"),
-                          "--set", "pipeline.concurrency=0"], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [
+            *polar_argv,
+            "recipe",
+            "check",
+            str(tmp_path / "r.yaml"),
+            "--set",
+            "pipeline.concurrency=0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2
     assert "pipeline.concurrency: must be >= 1" in bad.stderr
     assert "Traceback" not in bad.stderr

@@ -6,24 +6,53 @@ from polar_cli.records import ChatRequest, Completion, Outcome, SessionResult, T
 
 
 def test_records_round_trip_through_json() -> None:
-    task = Task(instance_id="a__b-1", repo="a/b", base_commit="abc", problem_statement="x",
-                fail_to_pass=("t::a",), pass_to_pass=("t::b", "t::c"))
+    task = Task(
+        instance_id="a__b-1",
+        repo="a/b",
+        base_commit="abc",
+        problem_statement="x",
+        fail_to_pass=("t::a",),
+        pass_to_pass=("t::b", "t::c"),
+    )
     again = Task.from_dict(json.loads(json.dumps(task.to_dict())))
     assert again == task and isinstance(again.pass_to_pass, tuple)
 
-    comp = Completion(call_id="c1", session_id="s", seq=0, prompt_ids=[1, 2], response_ids=[3],
-                      response_logprobs=[-0.5], messages=[{"role": "user", "content": "hi"}])
+    comp = Completion(
+        call_id="c1",
+        session_id="s",
+        seq=0,
+        prompt_ids=[1, 2],
+        response_ids=[3],
+        response_logprobs=[-0.5],
+        messages=[{"role": "user", "content": "hi"}],
+    )
     assert Completion.from_dict(json.loads(json.dumps(comp.to_dict()))) == comp
 
-    tr = Trace(trace_id="t", session_id="s", call_ids=["c1"], prompt_ids=[1], response_ids=[3],
-               response_mask=[1], response_logprobs=[-0.5], num_calls=1, exact_context=True,
-               drift_boundaries=0)
+    tr = Trace(
+        trace_id="t",
+        session_id="s",
+        call_ids=["c1"],
+        prompt_ids=[1],
+        response_ids=[3],
+        response_mask=[1],
+        response_logprobs=[-0.5],
+        num_calls=1,
+        exact_context=True,
+        drift_boundaries=0,
+    )
     assert Trace.from_dict(tr.to_dict()) == tr
 
 
 def test_from_dict_ignores_unknown_keys_and_keeps_defaults() -> None:
-    r = SessionResult.from_dict({"session_id": "s", "instance_id": "i", "repo": "r",
-                                 "outcome": "accepted", "future_field": 1})
+    r = SessionResult.from_dict(
+        {
+            "session_id": "s",
+            "instance_id": "i",
+            "repo": "r",
+            "outcome": "accepted",
+            "future_field": 1,
+        }
+    )
     assert r.attempt == 0 and r.tests == []
     req = ChatRequest.from_dict({"call_id": "c", "model": "m", "messages": []})
     assert req.tools == [] and req.params == {}
@@ -33,5 +62,13 @@ def test_outcome_system_failures() -> None:
     assert Outcome.INFRA_ERROR.is_system_failure and Outcome.EVAL_ERROR.is_system_failure
     assert not Outcome.TESTS_FAILED.is_system_failure
     assert {o.value for o in Outcome} == {
-        "accepted", "tests_failed", "no_patch", "patch_apply_failed", "empty_generation",
-        "harness_error", "timeout", "infra_error", "eval_error"}
+        "accepted",
+        "tests_failed",
+        "no_patch",
+        "patch_apply_failed",
+        "empty_generation",
+        "harness_error",
+        "timeout",
+        "infra_error",
+        "eval_error",
+    }
