@@ -3,8 +3,10 @@
 Owns: rendering the scheduler's stage counters plus accepted / attempted, acceptance rate and
 ETA. On a TTY a rich Live table refreshes in place; when stdout is not a TTY (Slurm logs, CI) it
 prints one tqdm-style line at most every `PLAIN_INTERVAL_S` seconds and whenever an attempt ends,
-so logs stay readable. Out of scope: computing the figures (scheduler counters + the lifecycle's
-tallies are passed in).
+so logs stay readable. The counts / elapsed / ETA part of those lines is tqdm's own
+`format_meter`; a live tqdm bar is not used there because it redraws with carriage returns,
+which a Slurm log keeps as one ever-growing line. Out of scope: computing the figures
+(scheduler counters + the lifecycle's tallies are passed in).
 """
 
 from __future__ import annotations
@@ -76,13 +78,22 @@ class Progress:
         return (time.monotonic() - self._t0) / done * left
 
     def line(self) -> str:
+        from tqdm import tqdm
+
         c, t = self.counts, self.tally
         rate = f"{t.accepted / t.attempted:.1%}" if t.attempted else "-"
+        total = t.total_planned + c.followups  # retries join the plan as they are earned
+        meter = tqdm.format_meter(
+            t.attempted,
+            max(total, t.attempted),
+            time.monotonic() - self._t0,
+            unit="attempt",
+            bar_format="{n_fmt}/{total_fmt} attempts [{elapsed}<{remaining}, {rate_fmt}]",
+        )
         return (
-            f"[polar] {_fmt_eta(time.monotonic() - self._t0)} elapsed | queued {c.queued} "
-            f"init {c.init} ready {c.ready} running {c.running} postrun {c.postrun} | "
-            f"accepted {t.accepted}/{t.attempted} ({rate}) | resumed {t.resumed} | "
-            f"eta {_fmt_eta(self.eta_s())}"
+            f"[polar] {meter} | queued {c.queued} init {c.init} ready {c.ready} "
+            f"running {c.running} postrun {c.postrun} | accepted {t.accepted}/{t.attempted} "
+            f"({rate}) | resumed {t.resumed}"
         )
 
     def _table(self):  # type: ignore[no-untyped-def]

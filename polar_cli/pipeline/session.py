@@ -21,6 +21,7 @@ Outcome rules (DESIGN.md: never score a system failure as a model failure):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -89,6 +90,9 @@ class Live:
     timings: dict[str, float] = field(default_factory=dict)
     stack: AsyncExitStack = field(default_factory=AsyncExitStack)
     runtime: Any = None
+    # the evaluator's fresh runtime, opened while the harness works (verify.prewarm)
+    eval_stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+    eval_open: asyncio.Task[Any] | None = None
     harness_run: Any = None  # HarnessRun
     gateway_stats: Any = None  # SessionStats
     error: BaseException | None = None
@@ -162,6 +166,8 @@ class SessionLifecycle:
             capture_path=live.dir / "completions.jsonl",
         )
         endpoint = GatewayEndpoint(ctx.gateway.base_url, key, ctx.gateway.served_model)
+        if ctx.recipe.verify.prewarm:
+            live.eval_open = asyncio.create_task(self._open_eval(live))
         try:
             live.harness_run = await ctx.harness.run(
                 live.runtime,
@@ -174,6 +180,28 @@ class SessionLifecycle:
             live.gateway_stats = ctx.gateway.unregister_session(sid)
             live.lap("run")
         return live
+
+    async def _open_eval(self, live: Live) -> Any:
+        from polar_cli.pipeline.verify_cmd import eval_runtime
+
+        rt = eval_runtime(
+            self.ctx.recipe.runtime,
+            live.attempt.task,
+            live.dir / "eval",
+            session_id=live.attempt.session_id,
+        )
+        return await live.eval_stack.enter_async_context(rt)
+
+    async def _prewarmed(self, live: Live) -> Any:
+        """The prewarmed evaluator runtime, or None (not prewarmed, or it failed to open: the
+        caller then opens a fresh one the ordinary way and reports what that gives)."""
+        if live.eval_open is None:
+            return None
+        try:
+            return await live.eval_open
+        except Exception as exc:
+            log.warning("session %s: prewarmed evaluator failed: %r", live.attempt.session_id, exc)
+            return None
 
     def run_failed(self, live: Live, exc: BaseException) -> Live:
         live.error, live.error_stage = exc, "run"
@@ -189,7 +217,7 @@ class SessionLifecycle:
             result = self._result(live, Outcome.INFRA_ERROR, f"post-run failed: {exc!r}")
             recon = None
         finally:
-            await self._close(live)
+            await self._close(live, evaluator=True)
         await asyncio.to_thread(self._commit, live, result, recon)
         if self.on_finished is not None:
             self.on_finished(result)
@@ -206,13 +234,13 @@ class SessionLifecycle:
             sid = item.attempt.session_id
             if self.ctx.gateway.session_stats(sid) is not None:
                 self.ctx.gateway.unregister_session(sid)
-            await self._close(item)
+            await self._close(item, evaluator=True)
 
     # ------------------------------------------------------------------ outcome
 
     async def _finish(self, live: Live) -> tuple[SessionResult, Any]:
         from polar_cli.dataset.writer import read_completions
-        from polar_cli.pipeline.verify_cmd import verify_in_fresh_runtime
+        from polar_cli.pipeline.verify_cmd import evaluate_in, verify_in_fresh_runtime
         from polar_cli.reconstruct import reconstruct_session
 
         ctx = self.ctx
@@ -227,14 +255,19 @@ class SessionLifecycle:
         completions = read_completions(live.dir / "completions.jsonl")
         evaluation = None
         if patch.strip():
-            evaluation = await verify_in_fresh_runtime(
-                ctx.recipe.runtime,
-                live.attempt.task,
-                patch,
-                live.dir / "eval",
-                ctx.recipe.verify,
-                session_id=live.attempt.session_id,
-            )
+            task, rcfg = live.attempt.task, ctx.recipe.runtime
+            rt = await self._prewarmed(live)
+            if rt is not None:
+                evaluation = await evaluate_in(rt, rcfg, task, patch, ctx.recipe.verify)
+            else:
+                evaluation = await verify_in_fresh_runtime(
+                    rcfg,
+                    task,
+                    patch,
+                    live.dir / "eval-fresh",
+                    ctx.recipe.verify,
+                    session_id=live.attempt.session_id,
+                )
             (live.dir / "eval.log").write_text(evaluation.log, encoding="utf-8")
         live.lap("verify")
         outcome, reason = decide_outcome(hr, live.gateway_stats, completions, evaluation)
@@ -296,21 +329,30 @@ class SessionLifecycle:
     def _commit(self, live: Live, result: SessionResult, recon: Any) -> None:
         """result.json, then the ledger row: the row is the commit point of the attempt."""
         live.dir.mkdir(parents=True, exist_ok=True)
-        for sub in ("agent", "eval"):  # workspaces are big; the logs and patch stay
+        for sub in ("agent", "eval", "eval-fresh"):  # workspaces are big; logs and patch stay
             shutil.rmtree(live.dir / sub, ignore_errors=True)
         tmp = live.dir / ".result.json.tmp"
         tmp.write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
         tmp.replace(live.dir / "result.json")
         self.ctx.ledger.append(result, reconstruct=recon)
 
-    async def _close(self, live: Live) -> None:
-        stack, live.stack = live.stack, AsyncExitStack()
-        try:
-            async with asyncio.timeout(TEARDOWN_TIMEOUT_S):
-                await stack.aclose()
-        except Exception as exc:
-            log.warning("session %s: runtime teardown failed: %r", live.attempt.session_id, exc)
-        live.runtime = None
+    async def _close(self, live: Live, *, evaluator: bool = False) -> None:
+        """Tear down the agent's runtime (and with `evaluator`, the prewarmed evaluator's)."""
+        stacks = [live.stack]
+        live.stack, live.runtime = AsyncExitStack(), None
+        if evaluator:
+            if live.eval_open is not None and not live.eval_open.done():
+                live.eval_open.cancel()
+                with contextlib.suppress(BaseException):
+                    await live.eval_open
+            stacks.append(live.eval_stack)
+            live.eval_stack, live.eval_open = AsyncExitStack(), None
+        for stack in stacks:
+            try:
+                async with asyncio.timeout(TEARDOWN_TIMEOUT_S):
+                    await stack.aclose()
+            except Exception as exc:
+                log.warning("session %s: runtime teardown failed: %r", live.attempt.session_id, exc)
 
 
 # --------------------------------------------------------------------------- pure rules

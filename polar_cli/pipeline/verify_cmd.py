@@ -27,7 +27,7 @@ from pathlib import Path
 from polar_cli.errors import InfraError, InputError
 from polar_cli.recipe.schema import ApptainerRuntime, LocalRuntime, TasksConfig, VerifyConfig
 from polar_cli.records import Outcome, Task
-from polar_cli.runtime import RuntimeSpec, open_runtime
+from polar_cli.runtime import Runtime, RuntimeSpec, open_runtime
 from polar_cli.tasks import TaskSet, load_tasks
 from polar_cli.verify import Evaluation, evaluate
 
@@ -84,6 +84,41 @@ def python_ro_paths(cfg: RuntimeCfg) -> tuple[Path, ...]:
     return tuple(paths)
 
 
+def eval_runtime(cfg: RuntimeCfg, task: Task, host_dir: Path, *, session_id: str = "") -> Runtime:
+    """A fresh evaluator runtime for `task` (pristine snapshot / image), not yet entered. The
+    pipeline may open it early ("prewarm") while the harness works; it stays pristine."""
+    spec = RuntimeSpec(
+        session_id or f"verify-{task.instance_id}",
+        task,
+        host_dir,
+        purpose="eval",
+        ro_paths=python_ro_paths(cfg),
+    )
+    return open_runtime(cfg, spec)
+
+
+async def evaluate_in(
+    rt: Runtime, cfg: RuntimeCfg, task: Task, patch: str, verify_cfg: VerifyConfig
+) -> Evaluation:
+    """Evaluate `patch` in an opened fresh runtime; an InfraError becomes eval_error."""
+    try:
+        return await evaluate(
+            rt,
+            task,
+            patch,
+            timeout_s=verify_cfg.timeout_s,
+            test_cmd=verify_cfg.test_cmd,
+            env=eval_env(cfg),
+        )
+    except InfraError as exc:
+        return Evaluation(task.instance_id, Outcome.EVAL_ERROR, 0.0, reason=f"runtime: {exc}")
+
+
+def no_patch(task: Task) -> Evaluation:
+    reason = "the patch is empty: nothing to evaluate"
+    return Evaluation(task.instance_id, Outcome.NO_PATCH, 0.0, reason=reason)
+
+
 async def verify_in_fresh_runtime(
     cfg: RuntimeCfg,
     task: Task,
@@ -98,25 +133,10 @@ async def verify_in_fresh_runtime(
     evaluate `patch` in it, tear it down and (unless keep_dir) delete `host_dir`: it holds only
     the runtime's clone, the log is in the Evaluation. An InfraError becomes eval_error."""
     if not patch.strip():  # nothing to run: do not even open a runtime
-        reason = "the patch is empty: nothing to evaluate"
-        return Evaluation(task.instance_id, Outcome.NO_PATCH, 0.0, reason=reason)
-    spec = RuntimeSpec(
-        session_id or f"verify-{task.instance_id}",
-        task,
-        host_dir,
-        purpose="eval",
-        ro_paths=python_ro_paths(cfg),
-    )
+        return no_patch(task)
     try:
-        async with open_runtime(cfg, spec) as rt:
-            return await evaluate(
-                rt,
-                task,
-                patch,
-                timeout_s=verify_cfg.timeout_s,
-                test_cmd=verify_cfg.test_cmd,
-                env=eval_env(cfg),
-            )
+        async with eval_runtime(cfg, task, host_dir, session_id=session_id) as rt:
+            return await evaluate_in(rt, cfg, task, patch, verify_cfg)
     except InfraError as exc:
         return Evaluation(task.instance_id, Outcome.EVAL_ERROR, 0.0, reason=f"runtime: {exc}")
     finally:

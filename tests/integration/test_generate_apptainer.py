@@ -29,7 +29,10 @@ pytestmark = [pytest.mark.slow, needs_bwrap]
 INSTANCES = ("polar-demo__spans-2", "polar-demo__unitconv-1")
 
 
-def test_generate_with_apptainer_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("prewarm", [True, False], ids=["prewarmed-evaluator", "evaluator-after"])
+def test_generate_with_apptainer_runtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prewarm: bool
+) -> None:
     demo = {
         t.instance_id: t
         for t in load_tasks(TasksConfig(source=str(REPO_ROOT / "recipes" / "tasks"))).tasks
@@ -58,7 +61,7 @@ def test_generate_with_apptainer_runtime(tmp_path: Path, monkeypatch: pytest.Mon
                 "harness": {"kind": "pi"},
                 "tasks": {"source": str(tasks)},
                 "pipeline": {"concurrency": 2, "timeout_s": 180},
-                "verify": {"timeout_s": 120},
+                "verify": {"timeout_s": 120, "prewarm": prewarm},
             }
         )
     )
