@@ -131,10 +131,6 @@ def _error_message(text: str) -> str:
     return text.strip()[:500]
 
 
-def _all_ints(values: list[Any]) -> bool:
-    return all(type(v) is int for v in values)
-
-
 def parse_result(data: dict[str, Any], model: str) -> ChatResult:
     """A ChatResult from SGLang's non-streaming answer (raises UpstreamError when incomplete)."""
     try:
@@ -179,7 +175,7 @@ def parse_result(data: dict[str, Any], model: str) -> ChatResult:
         message=message,
         finish_reason=str(finish),
         matched_stop=matched if isinstance(matched, (str, int)) else None,
-        prompt_ids=prompt_ids if _all_ints(prompt_ids) else [int(i) for i in prompt_ids],
+        prompt_ids=prompt_ids,  # JSON integers already: no per-id conversion of 32k ids
         response_ids=response_ids,
         response_logprobs=response_logprobs,
         model=str(data.get("model") or model),
@@ -237,11 +233,18 @@ class SGLangClient:
             return await self._post_chat(request, body)
 
     async def _post_chat(self, request: ChatRequest, body: dict[str, Any]) -> ChatResult:
-        headers = {SESSION_HEADER: request.session_id, INSTANCE_HEADER: request.instance_id}
+        headers = {
+            SESSION_HEADER: request.session_id,
+            INSTANCE_HEADER: request.instance_id,
+            "Content-Type": "application/json",
+        }
         url = f"{self.base_url}/v1/chat/completions"
         try:
             async with self.session.post(
-                url, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout_s)
+                url,
+                data=orjson.dumps(body),  # stdlib json costs ~0.3 ms on a 32k-token body
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
             ) as resp:
                 raw = await resp.read()
                 status = resp.status
