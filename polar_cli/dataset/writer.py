@@ -213,8 +213,8 @@ def write_tables(
             for config in card.CONFIGS
         },
     )
-    _atomic_write(out / STATS_FILE, json.dumps(stats, indent=2, sort_keys=True) + "\n")
-    _atomic_write(out / card.CARD_FILE, text)
+    atomic_write(out / STATS_FILE, json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    atomic_write(out / card.CARD_FILE, text)
     return DatasetSummary(
         out_dir=out,
         files=(card.CARD_FILE, STATS_FILE, *sorted(files)),
@@ -290,7 +290,8 @@ def read_completions(path: str | Path) -> list[Completion]:
     return out
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
+    """Write `text` to `path` via a temp file + fsync + rename: never half a file."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)

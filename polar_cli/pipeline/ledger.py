@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from polar_cli.dataset.stats import LedgerEntry
+from polar_cli.dataset.writer import atomic_write
 from polar_cli.errors import InputError, RecipeError, SetupError
 from polar_cli.recipe import Recipe
 from polar_cli.reconstruct.result import ReconstructStats
@@ -392,12 +393,3 @@ def check_resume(out_dir: str | Path, recipe: Recipe, *, shard: str = "") -> Run
             diffs,
         )
     return existing
-
-
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)

@@ -328,12 +328,12 @@ class SessionLifecycle:
 
     def _commit(self, live: Live, result: SessionResult, recon: Any) -> None:
         """result.json, then the ledger row: the row is the commit point of the attempt."""
+        from polar_cli.dataset.writer import atomic_write
+
         live.dir.mkdir(parents=True, exist_ok=True)
         for sub in ("agent", "eval", "eval-fresh"):  # workspaces are big; logs and patch stay
             shutil.rmtree(live.dir / sub, ignore_errors=True)
-        tmp = live.dir / ".result.json.tmp"
-        tmp.write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
-        tmp.replace(live.dir / "result.json")
+        atomic_write(live.dir / "result.json", json.dumps(result.to_dict(), indent=2))
         self.ctx.ledger.append(result, reconstruct=recon)
 
     async def _close(self, live: Live, *, evaluator: bool = False) -> None:
