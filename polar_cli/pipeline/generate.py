@@ -155,6 +155,15 @@ async def generate(
                         history=history,
                     )
                     interrupted = await _run_plan(ctx, plan, tally, force_plain_progress)
+        digests = image_digests(recipe, tasks)
+        if digests:  # known once the images were pulled: versions.json gets them now
+            write_manifest(
+                out_dir,
+                recipe,
+                harness_version=harness.version,
+                image_digests=digests,
+                shard=shard_s,
+            )
         eot = _eot_id(recipe, None)
         await asyncio.to_thread(rebuild_dataset, out_dir, recipe, eot_id=eot)
     results = Ledger(out_dir / LEDGER_NAME).results()
@@ -177,6 +186,18 @@ async def _harness_tree(recipe: Recipe, harness: Any) -> Path | None:
         return None
     cache_dir = Path(recipe.harness.cache_dir).expanduser()
     return await harness.install(cache_dir, harness.version)  # type: ignore[no-any-return]
+
+
+def image_digests(recipe: Recipe, tasks: Sequence[Task]) -> dict[str, str]:
+    """image -> sha256 of its cached SIF, for the images this run's tasks use (apptainer)."""
+    rt = recipe.runtime
+    if rt.kind != "apptainer":
+        return {}
+    from polar_cli.runtime.sif_cache import image_digest
+
+    cache = Path(rt.sif_cache)
+    found = {t.image: image_digest(cache, t.image) for t in tasks if t.image}
+    return {image: d for image, d in found.items() if d}
 
 
 def _eot_id(recipe: Recipe, backend: object | None) -> int:

@@ -102,11 +102,40 @@ async def _pull(executable: str, image: str, dest: Path, timeout_s: float) -> Pa
             )
             if not tmp.exists():
                 raise InfraError(f"pulling image {image}: {executable} wrote no file at {tmp}")
+            # the content digest, once per pull (a run records it in versions.json); written
+            # before the SIF appears, so a cached SIF always has its digest beside it
+            digest = await asyncio.to_thread(_sha256_file, tmp)
+            digest_path(dest).write_text(digest + "\n")
             os.replace(tmp, dest)  # atomic: readers see no SIF or a whole one
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
     return dest
+
+
+DIGEST_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def digest_path(sif: Path) -> Path:
+    return sif.with_name(sif.name + ".sha256")
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(DIGEST_CHUNK_BYTES):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def image_digest(cache_dir: Path, image: str) -> str | None:
+    """The sha256 of the cached SIF of `image` (recorded at pull), or None when not cached."""
+    if is_local_image(image):
+        return None
+    try:
+        return digest_path(cache_path(cache_dir.expanduser().resolve(), image)).read_text().strip()
+    except OSError:
+        return None
 
 
 def _pull_env() -> dict[str, str]:

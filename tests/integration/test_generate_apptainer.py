@@ -9,6 +9,7 @@ from the demo tasks the way SWE-bench images look: the repository at /testbed, a
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -81,4 +82,10 @@ def test_generate_with_apptainer_runtime(
         ["apptainer", "instance", "list", "--json"], capture_output=True, text=True, check=True
     )
     assert json.loads(listed.stdout)["instances"] == []
-    assert len(list((tmp_path / "sif").glob("*.sif"))) == 2
+    sifs = sorted((tmp_path / "sif").glob("*.sif"))
+    assert len(sifs) == 2
+    # versions.json records each image's content digest (computed once, at pull)
+    versions = json.loads((out / "versions.json").read_text())
+    assert set(versions["images"]) == {row["image"] for row in rows}
+    for digest in versions["images"].values():
+        assert digest in {"sha256:" + hashlib.sha256(p.read_bytes()).hexdigest() for p in sifs}

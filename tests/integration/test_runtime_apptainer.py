@@ -6,6 +6,7 @@ on these machines. Real git, real processes, real files; only the container engi
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from polar_cli.recipe.schema import ApptainerRuntime
 from polar_cli.records import Task
 from polar_cli.runtime import RuntimeSpec, open_runtime
 from polar_cli.runtime.sandbox import find_bwrap, probe_bwrap
-from polar_cli.runtime.sif_cache import cache_path, ensure_image
+from polar_cli.runtime.sif_cache import cache_path, ensure_image, image_digest
 
 T = TypeVar("T")
 STANDIN_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "apptainer_standin"
@@ -327,7 +328,12 @@ def test_concurrent_pulls_convert_once(lab: Path, monkeypatch: pytest.MonkeyPatc
     assert set(paths) == {cache_path(cache, IMAGE)} and Path(out.strip()) == paths[0]
     pulls = (lab / "state" / "pulls.log").read_text().splitlines()
     assert len(pulls) == 1, pulls
-    assert [p.name for p in cache.iterdir() if not p.name.endswith(".lock")] == [paths[0].name]
+    assert sorted(p.name for p in cache.iterdir() if not p.name.endswith(".lock")) == [
+        paths[0].name,
+        paths[0].name + ".sha256",  # the content digest, computed once at pull
+    ]
+    digest = hashlib.sha256(paths[0].read_bytes()).hexdigest()
+    assert image_digest(cache, IMAGE) == f"sha256:{digest}"
     # cached: a later runtime does not pull again
     run(go())
     assert len((lab / "state" / "pulls.log").read_text().splitlines()) == 1
