@@ -160,17 +160,20 @@ class Scheduler(Generic[I, P, R]):
             async with asyncio.TaskGroup() as tg:
                 while True:
                     prepared = await ready.get()
+                    if isinstance(prepared, _Failed):
+                        self.counts.ready -= 1
+                        ready_slots.release()
+                        await post_queue.put(prepared.result)
+                        continue
+                    # the item stays in READY (holding its slot) until a run slot is free
+                    holds_run_slot = not self._state.stopping
+                    if holds_run_slot:
+                        await run_slots.acquire()
                     self.counts.ready -= 1
                     ready_slots.release()
                     if self._state.stopping:
-                        await self._discard(prepared, in_flight, None)
-                        continue
-                    if isinstance(prepared, _Failed):
-                        await post_queue.put(prepared.result)
-                        continue
-                    await run_slots.acquire()
-                    if self._state.stopping:
-                        run_slots.release()
+                        if holds_run_slot:
+                            run_slots.release()
                         await self._discard(prepared, in_flight, None)
                         continue
                     task = tg.create_task(do_run(prepared))
