@@ -32,8 +32,14 @@ def parse_override(item: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of `data` with each `a.b=c` override applied (creating sections as needed)."""
+    """Return a copy of `data` with each `a.b=c` override applied (creating sections as needed).
+
+    Switching a backend with `--set inference.kind=scripted` (or `runtime.kind=local`) drops the
+    keys the file gave for the old backend that the new one does not have (e.g. the sglang
+    `model_path`): other tools switch kinds on shipped recipes, and the old backend's settings
+    are not errors of theirs. Keys given with `--set` itself are always kept (and checked)."""
     out: dict[str, Any] = _deepcopy(data)
+    explicit: dict[str, set[str]] = {}
     for item in overrides:
         path, value = parse_override(item)
         node = out
@@ -44,7 +50,30 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                 node[part] = child
             node = child
         node[path[-1]] = value
+        if len(path) >= 2:
+            explicit.setdefault(path[0], set()).add(path[1])
+    for section, model in _kind_models().items():
+        body = out.get(section)
+        if not isinstance(body, dict) or "kind" not in explicit.get(section, set()):
+            continue
+        valid = model.get(str(body.get("kind")))
+        if valid is None:
+            continue  # an unknown kind: validation names it
+        out[section] = {k: v for k, v in body.items() if k in valid or k in explicit[section]}
     return out
+
+
+def _kind_models() -> dict[str, dict[str, set[str]]]:
+    """section -> kind -> the keys that kind accepts (the discriminated-union sections)."""
+    from polar_cli.recipe import schema as sc
+
+    def keys(*models: type[Any]) -> dict[str, set[str]]:
+        return {m.model_fields["kind"].default: set(m.model_fields) for m in models}
+
+    return {
+        "inference": keys(sc.SGLangInference, sc.ExternalInference, sc.ScriptedInference),
+        "runtime": keys(sc.LocalRuntime, sc.ApptainerRuntime),
+    }
 
 
 def _deepcopy(data: Any) -> Any:

@@ -126,3 +126,18 @@ def test_cli_recipe_check_exit_codes(tmp_path: Path, polar_argv: list[str]) -> N
     assert bad.returncode == 2
     assert "pipeline.concurrency: must be >= 1" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_switching_a_backend_kind_drops_the_old_backends_keys() -> None:
+    paper = Path(__file__).resolve().parents[2] / "recipes" / "pi-swegym-qwen35-122b.yaml"
+    r = load_recipe(paper, ["inference.kind=scripted", "runtime.kind=local", "inference.seed=4"])
+    assert isinstance(r.inference, ScriptedInference) and r.inference.seed == 4
+    assert r.runtime.kind == "local"
+    assert r.pipeline.concurrency == 8  # the rest of the recipe is untouched
+    # an explicitly set key the new kind does not have is still an error
+    with pytest.raises(RecipeError) as ei:
+        load_recipe(paper, ["inference.kind=scripted", "inference.tp_size=2"])
+    assert any(p.startswith("inference.tp_size: unknown key") for p in ei.value.problems)
+    # without a kind switch, a stray key is an error as before
+    with pytest.raises(RecipeError):
+        load_recipe(paper, ["inference.policies={oracle: 1.0}"])
