@@ -117,12 +117,14 @@ async def generate(
     from polar_cli.pipeline.stats import rebuild_dataset
 
     shard_s = str(shard) if shard else ""
-    check_resume(out_dir, recipe, shard=shard_s)  # refuses a different recipe, before any write
+    # refuses a different recipe, before any write
+    previous = check_resume(out_dir, recipe, shard=shard_s)
+    eot: int | None = previous.versions.get("backend", {}).get("eot_id") if previous else None
     tasks = load_run_tasks(recipe, recipe_dir=recipe_dir, shard=shard)
     harness = get_harness(recipe.harness)
     harness_dir = await _harness_tree(recipe, harness)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_manifest(out_dir, recipe, harness_version=harness.version, shard=shard_s)
+    write_manifest(out_dir, recipe, harness_version=harness.version, shard=shard_s, eot_id=eot)
 
     ledger = Ledger(out_dir / LEDGER_NAME)
     history = group_history(ledger.results())
@@ -143,6 +145,7 @@ async def generate(
                     upstream_timeout_s=recipe.gateway.upstream_timeout_s,
                 )
                 async with gateway:
+                    eot = _eot_id(recipe, backend)
                     ctx = SessionContext(
                         recipe=recipe,
                         out_dir=out_dir,
@@ -150,21 +153,23 @@ async def generate(
                         harness=harness,
                         harness_dir=harness_dir,
                         ledger=ledger,
-                        eot_id=_eot_id(recipe, backend),
+                        eot_id=eot,
                         shard=shard_s,
                         history=history,
                     )
                     interrupted = await _run_plan(ctx, plan, tally, force_plain_progress)
-        digests = image_digests(recipe, tasks)
-        if digests:  # known once the images were pulled: versions.json gets them now
-            write_manifest(
-                out_dir,
-                recipe,
-                harness_version=harness.version,
-                image_digests=digests,
-                shard=shard_s,
-            )
-        eot = _eot_id(recipe, None)
+        if eot is None:  # nothing ran now, nor recorded before: the recipe's / Qwen's
+            eot = _eot_id(recipe, None)
+        # what is known only after the run: the images' digests, the backend's end-of-turn id
+        write_manifest(
+            out_dir,
+            recipe,
+            harness_version=harness.version,
+            image_digests=image_digests(recipe, tasks),
+            shard=shard_s,
+            eot_id=eot,
+        )
+        # the traces are rebuilt with the end-of-turn id the sessions were sampled with
         await asyncio.to_thread(rebuild_dataset, out_dir, recipe, eot_id=eot)
     results = Ledger(out_dir / LEDGER_NAME).results()
     return RunSummary(

@@ -286,8 +286,10 @@ def collect_versions(
     harness_version: str | None = None,
     image_digests: dict[str, str] | None = None,
     shard: str = "",
+    eot_id: int | None = None,
 ) -> dict:
-    """polar-cli, python, sglang (metadata only: never imported), harness, image digests."""
+    """polar-cli, python, sglang (metadata only: never imported), harness, image digests, and
+    the backend (kind, GPUs, the end-of-turn id its tokenizer uses, once known)."""
     import platform
 
     return {
@@ -299,7 +301,7 @@ def collect_versions(
             "version": harness_version or recipe.harness.version,
         },
         "images": dict(sorted((image_digests or {}).items())),
-        "backend": {"kind": recipe.inference.kind, "gpus": backend_gpus(recipe)},
+        "backend": {"kind": recipe.inference.kind, "gpus": backend_gpus(recipe), "eot_id": eot_id},
         "shard": shard,
     }
 
@@ -311,6 +313,7 @@ def write_manifest(
     harness_version: str | None = None,
     image_digests: dict[str, str] | None = None,
     shard: str = "",
+    eot_id: int | None = None,
 ) -> RunManifest:
     """Write OUT/recipe.resolved.yaml and OUT/versions.json (atomically). Call after
     `check_resume` on a resume: it records the versions of the latest invocation."""
@@ -319,7 +322,11 @@ def write_manifest(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     versions = collect_versions(
-        recipe, harness_version=harness_version, image_digests=image_digests, shard=shard
+        recipe,
+        harness_version=harness_version,
+        image_digests=image_digests,
+        shard=shard,
+        eot_id=eot_id,
     )
     atomic_write(out / RECIPE_FILE, dump_recipe(recipe))
     atomic_write(out / VERSIONS_FILE, json.dumps(versions, indent=2, sort_keys=True) + "\n")

@@ -4,6 +4,7 @@ user relies on. Also: two shards merged give what one run gave."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -46,6 +47,9 @@ def test_every_attempt_is_in_the_ledger_and_the_figures_reconcile(demo_run: Path
     seen = set(st["outcomes"][k] > 0 and k for k in st["outcomes"])
     assert {"accepted", "tests_failed", "empty_generation"} <= seen
     assert st["outcomes"]["infra_error"] == 0 and st["outcomes"]["harness_error"] == 0
+    versions = json.loads((demo_run / "versions.json").read_text())
+    assert versions["backend"] == {"kind": "scripted", "gpus": 0, "eot_id": 151645}
+    assert versions["harness"] == {"name": "pi", "version": "0.73.1"}
     for r in rows:
         sdir = demo_run / "sessions" / r["session_id"]
         assert (sdir / "result.json").is_file() and (sdir / "harness.log").is_file()

@@ -40,7 +40,7 @@ def test_write_then_read(tmp_path: Path) -> None:
     assert versions["harness"] == {"name": "pi", "version": "0.67.68"}
     assert versions["images"] == {"b": "sha256:2"}
     assert versions["polar_cli"] and versions["python"]
-    assert versions["backend"] == {"kind": "scripted", "gpus": 0}
+    assert versions["backend"] == {"kind": "scripted", "gpus": 0, "eot_id": None}
     manifest = read_manifest(tmp_path)
     assert manifest is not None and manifest.shard == "1/4" and manifest.gpus == 0
 
