@@ -69,19 +69,13 @@ def eval_env(cfg: RuntimeCfg) -> dict[str, str]:
 
 
 def python_ro_paths(cfg: RuntimeCfg) -> tuple[Path, ...]:
-    """The Python running polar (its installation and its virtual environment), for
-    `RuntimeSpec.ro_paths`, when a local sandbox would otherwise hide it (a pyenv Python under
-    /root): the evaluator runs pytest with it."""
+    """The Python running polar, for `RuntimeSpec.ro_paths`, when a local sandbox would
+    otherwise hide it: the evaluator runs pytest with it. Images bring their own."""
     if cfg.kind != "local":
         return ()
-    from polar_cli.runtime.sandbox import HIDDEN_HOME_DIRS
+    from polar_cli.runtime.sandbox import python_ro_paths as sandbox_python_paths
 
-    paths: list[Path] = []
-    for prefix in (sys.base_prefix, sys.prefix):
-        real = Path(prefix).resolve()
-        if any(real.is_relative_to(h) for h in HIDDEN_HOME_DIRS) and real not in paths:
-            paths.append(real)
-    return tuple(paths)
+    return sandbox_python_paths()
 
 
 def eval_runtime(cfg: RuntimeCfg, task: Task, host_dir: Path, *, session_id: str = "") -> Runtime:

@@ -30,6 +30,21 @@ SANDBOX_HARNESS = f"{SANDBOX_ROOT}/harness"
 
 # Host directories that may hold credentials (ssh keys, cloud configs, tokens): always hidden.
 HIDDEN_HOME_DIRS = ("/root", "/home")
+# Everything the sandbox replaces with an empty tmpfs: its private /tmp and the home dirs.
+MASKED_DIRS = ("/tmp", *HIDDEN_HOME_DIRS)
+
+
+def python_ro_paths() -> tuple[Path, ...]:
+    """The running Python's installation and virtual environment, where the sandbox masks them
+    (a pyenv Python under /root, a checkout -- and its .venv -- under /tmp): give them as
+    `RuntimeSpec.ro_paths` so a command in the sandbox can run this Python (the evaluator's
+    pytest). Narrow on purpose: never a whole home directory."""
+    paths: list[Path] = []
+    for prefix in (sys.base_prefix, sys.prefix):
+        real = Path(prefix).resolve()
+        if any(real.is_relative_to(m) for m in MASKED_DIRS) and real not in paths:
+            paths.append(real)
+    return tuple(paths)
 
 
 def base_env(home: str, tmpdir: str, extra: Mapping[str, str] | None) -> dict[str, str]:

@@ -23,7 +23,7 @@ from polar_cli.recipe.schema import LocalRuntime
 from polar_cli.records import Task
 from polar_cli.runtime import RuntimeSpec, open_runtime
 from polar_cli.runtime.local import choose_mode
-from polar_cli.runtime.sandbox import find_bwrap, probe_bwrap
+from polar_cli.runtime.sandbox import find_bwrap, probe_bwrap, python_ro_paths
 
 T = TypeVar("T")
 
@@ -194,9 +194,9 @@ def test_ro_paths_show_one_dir_under_a_hidden_home(tmp_path: Path, task: Task) -
                 assert res.stdout == "visible" and "No such file" in res.stderr
                 res = await rt.exec(["touch", f"{shown}/new"], timeout_s=30)
                 assert res.exit_code != 0 and not (shown / "new").exists()
-            # the practical case: this very Python, wherever pyenv put it
-            base = Path(sys.base_prefix).resolve()
-            s = spec(tmp_path, task, "s2", "eval", ro_paths=(base,))
+            # the practical case: this very Python, wherever pyenv put it and wherever the
+            # checkout's venv is (CI may clone under /tmp, which the sandbox masks too)
+            s = spec(tmp_path, task, "s2", "eval", ro_paths=python_ro_paths())
             async with open_runtime(BWRAP, s) as rt:
                 res = await rt.exec([sys.executable, "-c", "print(6 * 7)"], timeout_s=60)
                 assert res.stdout.strip() == "42", res
