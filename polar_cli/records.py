@@ -11,6 +11,7 @@ All token ids are plain `list[int]`, log-probs `list[float]`. Every record round
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -54,6 +55,23 @@ class TestStatus(StrEnum):
     ERROR = "error"
     SKIPPED = "skipped"
     MISSING = "missing"  # named in FAIL_TO_PASS / PASS_TO_PASS but absent from the log
+
+
+def content_text(content: Any) -> str:
+    """The text of an OpenAI-chat `content` value: a string as is, a list of parts as its text
+    parts joined (non-text parts dropped), None as "", anything else as canonical JSON. One
+    definition for the gateway's adapters, the chat template and the dataset's SFT view."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p if isinstance(p, str) else p["text"]
+            for p in content
+            if isinstance(p, str) or (isinstance(p, dict) and isinstance(p.get("text"), str))
+        )
+    return json.dumps(content, ensure_ascii=False, sort_keys=True)
 
 
 def _from_dict(cls: type[T], data: JSON) -> T:

@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from polar_cli.records import Completion, SessionResult
+from polar_cli.records import Completion, SessionResult, content_text
 
 TOOL_CALL_TYPE = pa.struct(
     [
@@ -76,18 +76,8 @@ SESSION_COLUMNS: tuple[str, ...] = tuple(SESSIONS_SCHEMA.names)
 
 
 def _text(content: Any) -> str | None:
-    """OpenAI content (string, null, or a list of parts) -> one string (text parts joined)."""
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "".join(parts)
-    return json.dumps(content, ensure_ascii=False, sort_keys=True)
+    """OpenAI content -> one string (text parts joined); None stays None (no content)."""
+    return None if content is None else content_text(content)
 
 
 def _json_text(value: Any) -> str:

@@ -22,6 +22,8 @@ import re
 import secrets
 from typing import Any
 
+from polar_cli.records import content_text
+
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 GENERATION_PROMPT = f"{IM_START}assistant\n"
@@ -37,23 +39,6 @@ _TOOLS_POSTAMBLE = (
 _TOOL_CALL_RE = re.compile(r"<tool_call>\n?(.*?)\n?</tool_call>", re.DOTALL)
 _FUNCTION_RE = re.compile(r"<function=([^>\n]+)>\n?(.*?)</function>", re.DOTALL)
 _PARAM_RE = re.compile(r"<parameter=([^>\n]+)>\n(.*?)\n</parameter>", re.DOTALL)
-
-
-def content_text(content: Any) -> str:
-    """Flatten OpenAI content (string or list of parts) to text; non-text parts are dropped."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "".join(parts)
-    return str(content)
 
 
 def _tool_function(tool: dict[str, Any]) -> dict[str, Any]:

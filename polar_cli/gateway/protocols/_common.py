@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from polar_cli.gateway.protocols.base import JSON, RequestShapeError
-from polar_cli.records import ChatResult
+from polar_cli.records import ChatResult, content_text
 
 # --------------------------------------------------------------------------- shape checks
 
@@ -183,12 +183,7 @@ def parse_arguments(arguments: Any) -> tuple[JSON, str | None]:
 
 def answer_text(message: JSON) -> str:
     """The text of an upstream answer's `content` (string, list of parts, or None)."""
-    content = message.get("content")
-    if isinstance(content, list):
-        return "".join(
-            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
-        )
-    return content if isinstance(content, str) else ""
+    return content_text(message.get("content"))
 
 
 def answer_tool_calls(message: JSON) -> list[tuple[Any, str, Any]]:

@@ -46,8 +46,8 @@ from polar_cli.gateway.protocols.base import (
     ProtocolAdapter,
     RequestShapeError,
 )
-from polar_cli.gateway.protocols.sse import frame, id_suffix, text_of
-from polar_cli.records import ApiProtocol, ChatResult
+from polar_cli.gateway.protocols.sse import frame, id_suffix
+from polar_cli.records import ApiProtocol, ChatResult, content_text
 
 JSON = dict[str, Any]
 
@@ -89,13 +89,13 @@ def _tool_output(output: Any) -> str:
     if isinstance(output, str):
         return output
     if isinstance(output, list):
-        return text_of([p for p in output if isinstance(p, dict)])
+        return content_text([p for p in output if isinstance(p, dict)])
     return orjson.dumps(output).decode() if output is not None else ""
 
 
 def _reasoning_text(item: JSON) -> str:
     for key in ("content", "summary"):
-        text = text_of(item.get(key)) if isinstance(item.get(key), list) else ""
+        text = content_text(item.get(key)) if isinstance(item.get(key), list) else ""
         if text:
             return text
     enc = item.get("encrypted_content")

@@ -38,20 +38,3 @@ def id_suffix(response_id: str) -> str:
         if found and tail:
             return tail
     return response_id
-
-
-def text_of(content: Any) -> str:
-    """The plain text of an OpenAI-chat content value (string, list of parts, or None)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        out: list[str] = []
-        for part in content:
-            if isinstance(part, str):
-                out.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                out.append(part["text"])
-        return "".join(out)
-    return str(content)
