@@ -143,6 +143,8 @@ async def generate(
                     port=recipe.gateway.port,
                     max_body_bytes=recipe.gateway.max_body_bytes,
                     upstream_timeout_s=recipe.gateway.upstream_timeout_s,
+                    # offline generation samples one fixed policy: name it by backend and model
+                    policy_version=policy_version(recipe, backend.model),
                 )
                 async with gateway:
                     eot = _eot_id(recipe, backend)
@@ -203,6 +205,16 @@ def image_digests(recipe: Recipe, tasks: Sequence[Task]) -> dict[str, str]:
     cache = Path(rt.sif_cache)
     found = {t.image: image_digest(cache, t.image) for t in tasks if t.image}
     return {image: d for image, d in found.items() if d}
+
+
+def policy_version(recipe: Recipe, served_model: str) -> str:
+    """What every Completion's `policy_version` says: the weights that sampled it."""
+    inf = recipe.inference
+    if inf.kind == "sglang":
+        return f"sglang:{inf.model_path}"
+    if inf.kind == "scripted":
+        return f"scripted:{served_model}:seed={inf.seed}"
+    return f"external:{served_model}"
 
 
 def _eot_id(recipe: Recipe, backend: object | None) -> int:
