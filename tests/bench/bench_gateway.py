@@ -450,7 +450,7 @@ def litellm_translation() -> None:
     from polar_cli.gateway.protocols import get_adapter
     from polar_cli.records import ApiProtocol
 
-    captures = Path(__file__).resolve().parents[3] / "shared" / "reference" / "harness-captures"
+    captures = Path(__file__).resolve().parents[1] / "fixtures" / "harness-captures"
     files = [
         captures / f
         for f in (

@@ -1,11 +1,11 @@
 """Every protocol x {stream, non-stream} x {text, tool call, tool-result turn}, driven by the
-request bodies the real harnesses sent (shared/reference/harness-captures), through the real
+request bodies the real harnesses sent (tests/fixtures/harness-captures), through the real
 gateway over loopback to an upstream: the in-process fake, and the real scripted backend (real
 Qwen tokenizer, real SGLang-subset HTTP server). Each answer is decoded the way the harness's client
 decodes it, the stream is checked against what that client requires (harnesses.md section 4),
 and the capture must hold exactly the ids the upstream returned.
 
-Adapters not landed yet are skipped with the reason (the registry says which are missing)."""
+Every protocol adapter is covered; a missing one fails here."""
 
 from __future__ import annotations
 
@@ -22,10 +22,9 @@ import pytest
 
 from polar_cli.gateway import Gateway
 from polar_cli.gateway.fake_upstream import FakeUpstream, RecordingUpstream
-from polar_cli.gateway.protocols import available_protocols
 from polar_cli.records import ApiProtocol, Completion
 
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "harness-captures"
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harness-captures"
 # capture dir -> (protocol, first request file, tool-result turn file)
 HARNESS_CAPTURES = {
     "pi-openai-completions": (ApiProtocol.OPENAI_CHAT, "001", "002"),
@@ -43,8 +42,6 @@ CASES = ("text", "tool_call", "tool_result_turn")
 
 def load_capture(harness: str, name: str) -> dict[str, Any]:
     path = CAPTURES / harness / f"{name}.json"
-    if not path.exists():
-        pytest.skip(f"capture {path} missing: shared/reference must sit beside the checkout")
     return json.loads(path.read_text())
 
 
@@ -240,8 +237,6 @@ def test_captured_request_roundtrip(
     upstream_kind: str,
 ) -> None:
     protocol, first, second = HARNESS_CAPTURES[harness]
-    if protocol not in available_protocols():
-        pytest.skip(f"{protocol.value} adapter not landed yet")
     capture = load_capture(harness, second if case == "tool_result_turn" else first)
     loop, scripted = loop_and_scripted
     upstream: Any

@@ -18,7 +18,7 @@ import aiohttp
 from polar_cli.gateway import Gateway
 from polar_cli.gateway.fake_upstream import FakeUpstream
 
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "harness-captures"
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harness-captures"
 SEED_BODIES: list[tuple[str, dict[str, Any]]] = []
 for _f in sorted(CAPTURES.glob("*/*.json")):
     _cap = json.loads(_f.read_text())
