@@ -2,8 +2,8 @@
 
 Owns: parsing a Messages request (as Claude Code, pi and Qwen Code send it) into the canonical
 form, rendering the upstream's complete answer as a Messages JSON body or as the Messages SSE
-event stream, the Anthropic error shape, and the count_tokens answer.
-Out of scope: HTTP, sessions, capture, the upstream call, how count_tokens counts (server).
+event stream and the Anthropic error shape.
+Out of scope: HTTP, sessions, capture, the upstream call, count_tokens (the server estimates).
 
 Translation choices (each one matters for what the model sees, so they are stated here):
 - `system` (string or text blocks, joined with a newline: Claude Code starts a block with "\n"
@@ -316,16 +316,6 @@ def parse_request(body: Any, *, path_model: str | None = None) -> ParsedRequest:
     )
 
 
-def parse_count_tokens(body: Any) -> ParsedRequest:
-    """A `/v1/messages/count_tokens` body (a Messages request without max_tokens) -> canonical;
-    the server counts the tokens of its rendered prompt and answers with render_count_tokens."""
-    return parse_request(body)
-
-
-def render_count_tokens(input_tokens: int) -> JSON:
-    return {"input_tokens": int(input_tokens)}
-
-
 # --------------------------------------------------------------------------- response
 
 
@@ -491,8 +481,6 @@ class AnthropicMessagesAdapter:
     render_response = staticmethod(render_response)
     render_stream = staticmethod(render_stream)
     render_error = staticmethod(render_error)
-    parse_count_tokens = staticmethod(parse_count_tokens)
-    render_count_tokens = staticmethod(render_count_tokens)
 
 
 ADAPTER: ProtocolAdapter = AnthropicMessagesAdapter()  # typed: mypy checks the seam is met
