@@ -356,3 +356,26 @@ def test_google_stream_without_alt_sse_is_a_json_array(tmp_path: Path) -> None:
             assert text == "done"
 
     run(go)
+
+
+def test_count_tokens_answers_an_estimate_in_each_shape_and_records_nothing(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        async with serving(tmp_path) as (gw, http, key, up):
+            body = {"model": "m", "messages": [{"role": "user", "content": "x" * 400}]}
+            url = f"{gw.base_url}/v1/messages/count_tokens"
+            async with http.post(url, json=body, headers={"x-api-key": key}) as r:
+                assert r.status == 200
+                n = (await r.json())["input_tokens"]
+            assert 100 <= n <= 200  # UTF-8 bytes / 4 of the body
+            async with http.post(url, json=body, headers={"x-api-key": "sk-polar-nope"}) as r:
+                assert r.status == 401 and (await r.json())["type"] == "error"
+            gbody = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+            gurl = f"{gw.base_url}/v1beta/models/gw:countTokens"
+            async with http.post(gurl, json=gbody, headers={"x-goog-api-key": key}) as r:
+                assert r.status == 200 and (await r.json())["totalTokens"] >= 1
+            assert up.calls == []  # counting never calls the model
+        assert read_capture(tmp_path / "s1.jsonl") == []
+
+    run(go)
