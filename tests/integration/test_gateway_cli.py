@@ -4,15 +4,12 @@ SIGTERM stops both cleanly (exit 0, the port closed, the capture flushed)."""
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
 import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
+
+from support import polar_gateway
 
 
 def test_sigterm_stops_gateway_and_backend(tmp_path: Path) -> None:
@@ -22,37 +19,8 @@ def test_sigterm_stops_gateway_and_backend(tmp_path: Path) -> None:
         f"tasks: {{source: {tmp_path / 'none.jsonl'}}}\noutput: {{dir: {tmp_path / 'run'}}}\n"
     )
     log = tmp_path / "gw.log"
-    argv = [
-        sys.executable,
-        "-m",
-        "polar_cli.cli",
-        "gateway",
-        "--recipe",
-        str(recipe),
-        "--port",
-        "0",
-        "--session",
-        "sk-cli=inst-1",
-        "--capture-dir",
-        str(tmp_path / "cap"),
-    ]
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    try:
-        base = None
-        for _ in range(600):
-            found = re.search(r"at (http://127\.0\.0\.1:(\d+))", log.read_text())
-            if found or proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        assert found, log.read_text()
-        base, port = found.group(1), int(found.group(2))
+    with polar_gateway(recipe, tmp_path / "cap", ["sk-cli=inst-1"], log) as (proc, base):
+        port = int(base.rsplit(":", 1)[1])
         req = urllib.request.Request(
             base + "/v1/chat/completions",
             data=json.dumps(
@@ -65,10 +33,6 @@ def test_sigterm_stops_gateway_and_backend(tmp_path: Path) -> None:
         assert answer["model"] == "m" and answer["choices"][0]["message"]["content"]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, log.read_text()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert "session sk-cli: 1 calls" in log.read_text()
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0  # nothing listens any more

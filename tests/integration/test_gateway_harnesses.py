@@ -13,16 +13,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import polar_gateway
 
 from polar_cli.records import Completion
 
@@ -98,50 +96,11 @@ def gateway_cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         "inference: {kind: scripted, policies: {oracle: 1.0}, context_length: 262144}\n"
         f"tasks: {{source: {root / 'none.jsonl'}}}\noutput: {{dir: {root / 'run'}}}\n"
     )
-    argv = [
-        sys.executable,
-        "-m",
-        "polar_cli.cli",
-        "gateway",
-        "--recipe",
-        str(recipe),
-        "--port",
-        "0",
-        "--capture-dir",
-        str(root / "captures"),
-    ]
-    for name in [*API_MODES, *OTHER_HARNESSES]:
-        argv += ["--session", f"sk-test-{name}"]
-    log = (root / "gateway.log").open("w+")
-    proc = subprocess.Popen(
-        argv,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        base = None
-        for _ in range(600):
-            text = (root / "gateway.log").read_text()
-            found = re.search(r"at (http://127\.0\.0\.1:\d+)", text)
-            if found:
-                base = found.group(1)
-                break
-            if proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        assert base, f"polar gateway did not start:\n{(root / 'gateway.log').read_text()}"
+    keys = [f"sk-test-{name}" for name in [*API_MODES, *OTHER_HARNESSES]]
+    log = root / "gateway.log"
+    with polar_gateway(recipe, root / "captures", keys, log) as (proc, base):
         yield base, root / "captures"
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
-    assert proc.returncode == 0, (root / "gateway.log").read_text()[-3000:]
+    assert proc.returncode == 0, log.read_text()[-3000:]
 
 
 @pytest.mark.parametrize("api", list(API_MODES))

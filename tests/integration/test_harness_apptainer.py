@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import git
 
 from polar_cli.gateway import Gateway
 from polar_cli.harness import get_harness
@@ -40,14 +41,6 @@ pytestmark = [
         reason="the stand-in apptainer runs images with bubblewrap, which cannot start here",
     ),
 ]
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd, env=env, check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
 
 
 @pytest.fixture

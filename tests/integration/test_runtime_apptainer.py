@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import support
 
 from polar_cli.errors import InfraError, SetupError
 from polar_cli.recipe.schema import ApptainerRuntime
@@ -38,16 +39,12 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def git(cwd: Path, *args: str) -> str:
+    return support.git(cwd, *args).strip()
+
+
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd, env=env, check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
 
 
 @pytest.fixture

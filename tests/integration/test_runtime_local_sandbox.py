@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import support
 
 from polar_cli.errors import InfraError, SetupError
 from polar_cli.recipe.schema import LocalRuntime
@@ -31,16 +31,12 @@ bwrap_ok = find_bwrap() is not None and probe_bwrap(find_bwrap() or "") is None
 needs_bwrap = pytest.mark.skipif(not bwrap_ok, reason="bubblewrap cannot start a sandbox here")
 
 
+def git(cwd: Path, *args: str) -> str:
+    return support.git(cwd, *args).strip()
+
+
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd, env=env, check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
 
 
 @pytest.fixture
